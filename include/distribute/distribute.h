@@ -1,0 +1,11 @@
+// Umbrella header: everything a user of the library needs.
+#pragma once
+
+#include "distribute/device.h"
+#include "distribute/distributed_values.h"
+#include "distribute/errors.h"
+#include "distribute/replica_context.h"
+#include "distribute/strategies.h"
+#include "distribute/strategy.h"
+#include "distribute/tensor.h"
+#include "distribute/types.h"

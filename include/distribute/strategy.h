@@ -1,0 +1,213 @@
+// Strategy: the user-facing facade of tf.distribute's replica model.
+//
+// A strategy owns a fixed set of replicas (one per device). run(fn, args...)
+// calls fn once per replica, concurrently, each call inside that replica's
+// ReplicaContext, and returns a PerReplica of the results. reduce() combines
+// per-replica values in cross-replica context.
+//
+// Thread safety: a Strategy may be used from any thread. Calls to run() from
+// several threads are serialized (one run executes at a time). Inside a
+// replica function only the replica-context API may be used; cross-replica
+// calls (run, reduce, scope) raise FailedPreconditionError there.
+//
+// Memory ordering: everything a thread did before calling run() is visible to
+// every replica function, and everything every replica function did is
+// visible to the caller after run() returns.
+#pragma once
+
+#include <cstdint>
+#include <functional>
+#include <memory>
+#include <optional>
+#include <string>
+#include <string_view>
+#include <type_traits>
+#include <utility>
+#include <vector>
+
+#include "distribute/device.h"
+#include "distribute/distributed_values.h"
+#include "distribute/errors.h"
+#include "distribute/internal/function_ref.h"
+#include "distribute/replica_context.h"
+#include "distribute/tensor.h"
+#include "distribute/types.h"
+
+namespace distribute {
+
+class Strategy;
+
+namespace internal {
+class ReplicaPool;
+}
+
+// RAII guard returned by Strategy::scope(): while it lives, its strategy is
+// current on this thread, in cross-replica context. Scopes nest as in TF:
+//   - entering the scope of the strategy that is already current (in
+//     cross-replica context) is allowed;
+//   - entering another strategy's scope while one is current raises
+//     FailedPreconditionError ("Mixing different tf.distribute.Strategy
+//     objects");
+//   - entering a strategy's scope from inside its replica function raises
+//     FailedPreconditionError (use merge_call instead);
+//   - entering the default strategy's scope inside any other strategy's scope
+//     raises FailedPreconditionError (scopes must not nest).
+// Not copyable or movable: scopes end in the reverse order they began.
+class [[nodiscard]] StrategyScope {
+ public:
+  ~StrategyScope();
+  StrategyScope(const StrategyScope&) = delete;
+  StrategyScope& operator=(const StrategyScope&) = delete;
+
+ private:
+  friend class Strategy;
+  explicit StrategyScope(Strategy& strategy);
+  Strategy* strategy_;
+};
+
+class Strategy {
+ public:
+  virtual ~Strategy();
+  Strategy(const Strategy&) = delete;
+  Strategy& operator=(const Strategy&) = delete;
+
+  // Number of replicas that run in sync (one per device).
+  int num_replicas_in_sync() const noexcept { return static_cast<int>(devices_.size()); }
+  // The devices of the replicas, in replica order.
+  const std::vector<DeviceSpec>& devices() const noexcept { return devices_; }
+  // True for the strategy returned by get_strategy() outside any scope.
+  bool is_default() const noexcept { return kind_ == Kind::kDefault; }
+  // "MirroredStrategy(CPU:0, CPU:1)", "OneDeviceStrategy(CPU:0)", "DefaultStrategy".
+  std::string to_string() const;
+
+  // Makes this strategy current on this thread until the guard is destroyed.
+  StrategyScope scope() { return StrategyScope(*this); }
+
+  // Calls fn once per replica, concurrently, each inside its replica context
+  // (get_replica_context() returns it). For replica r, a PerReplica or
+  // Mirrored argument is replaced by its value r; any other argument is passed
+  // unchanged (the same object, by reference) to every replica. fn is called
+  // from several threads at once and must be safe to call so.
+  //
+  // Returns PerReplica<R> with R = std::decay_t of fn's result, or void. It is
+  // a PerReplica even with one replica (where TF would unwrap the value), so
+  // the same program compiles for every strategy; take .primary() or
+  // experimental_local_results() to get at the values.
+  //
+  // If fn throws on any replica, run() waits for the other replicas to return
+  // and rethrows the first failure, its type preserved; a distribute::Error
+  // also gets the replica id attached (Error::replica_id(), "replica N: ..."
+  // in what()). The strategy stays usable. Replica 0 runs on the calling
+  // thread, the others on threads the strategy keeps for its lifetime.
+  //
+  // Raises FailedPreconditionError when called from inside a replica function
+  // (of this or another strategy) or inside another strategy's scope, and
+  // InvalidArgumentError when a PerReplica/Mirrored argument does not have
+  // one value per replica.
+  template <class F, class... Args>
+  auto run(F&& fn, const Args&... args);
+
+  // Combines per-replica values across replicas (cross-replica or default
+  // context only). Without an axis: element-wise over replicas; every replica's
+  // value must have the same shape and dtype. With an axis: each replica's
+  // value is first summed along the axis, then SUM adds over replicas and MEAN
+  // divides by the total number of elements along the axis over all replicas
+  // (values [5., 6.] and [7.] give 6.0), so replicas with empty or partial
+  // batches weigh correctly. MEAN of integers returns float64 (true division).
+  // Raises InvalidArgumentError naming both replicas when shapes or dtypes do
+  // not match, and FailedPreconditionError in replica context.
+  Tensor reduce(ReduceOp op, const PerReplica<Tensor>& value, std::optional<int> axis = std::nullopt);
+  // A Mirrored value: MEAN returns the (identical) value; SUM raises
+  // InvalidArgumentError unless there is one replica. With an axis it is
+  // reduced like a PerReplica.
+  Tensor reduce(ReduceOp op, const Mirrored<Tensor>& value, std::optional<int> axis = std::nullopt);
+  // A plain value, as TF treats one: the default and one-device strategies
+  // return it (reduced along the axis, if given); MirroredStrategy returns it
+  // for MEAN and raises InvalidArgumentError for SUM with more than one replica.
+  Tensor reduce(ReduceOp op, const Tensor& value, std::optional<int> axis = std::nullopt);
+  // Per-replica numbers (e.g. a loss returned by run) are reduced as scalars.
+  template <TensorElement T>
+  Tensor reduce(ReduceOp op, const PerReplica<T>& value) {
+    std::vector<Tensor> scalars;
+    scalars.reserve(value.values().size());
+    for (const T& v : value) scalars.emplace_back(v);
+    return reduce(op, PerReplica<Tensor>(std::move(scalars)));
+  }
+
+  // The values of this process's replicas in replica order; a plain value
+  // gives a list of one.
+  template <class T>
+  std::vector<T> experimental_local_results(const DistributedValues<T>& value) const {
+    return value.values();
+  }
+  template <class T>
+    requires(!is_distributed_values_v<T>)
+  std::vector<T> experimental_local_results(const T& value) const {
+    return {value};
+  }
+
+ protected:
+  enum class Kind { kDefault, kOneDevice, kMirrored };
+  Strategy(Kind kind, std::vector<DeviceSpec> devices);
+
+ private:
+  friend class StrategyScope;
+  friend class ReplicaContext;
+  friend ReplicaContext* get_replica_context();
+
+  ReplicaContext& replica_context(int replica) { return *replica_contexts_[static_cast<std::size_t>(replica)]; }
+
+  // Runs body(r) for every replica r concurrently, each inside its replica
+  // context; rethrows the first failure after all replicas returned.
+  void run_replicas(internal::FunctionRef<void(int)> body);
+  // Raises unless this thread may call a cross-replica method of this strategy.
+  void require_cross_replica_or_default_context(std::string_view method) const;
+  void check_replica_count(std::size_t values, std::size_t argument_index) const;
+
+  template <class T>
+  void check_run_argument(const T& arg, std::size_t index) const {
+    if constexpr (is_distributed_values_v<T>) check_replica_count(arg.values().size(), index);
+  }
+
+  Kind kind_;
+  std::vector<DeviceSpec> devices_;
+  std::vector<std::unique_ptr<ReplicaContext>> replica_contexts_;
+  std::unique_ptr<internal::ReplicaPool> pool_;
+};
+
+namespace internal {
+// The value replica r sees for a run() argument.
+template <class T>
+decltype(auto) select_replica(int r, const T& arg) {
+  if constexpr (is_distributed_values_v<T>) {
+    return arg.values()[static_cast<std::size_t>(r)];
+  } else {
+    return (arg);
+  }
+}
+}  // namespace internal
+
+template <class F, class... Args>
+auto Strategy::run(F&& fn, const Args&... args) {
+  // run() enters the strategy's scope, as TF's does; this raises the context
+  // errors (inside a replica function, inside another strategy's scope).
+  StrategyScope in_scope(*this);
+  std::size_t index = 0;
+  (check_run_argument(args, index++), ...);
+  using R = std::invoke_result_t<F&, decltype(internal::select_replica(0, args))...>;
+  if constexpr (std::is_void_v<R>) {
+    run_replicas([&](int r) { std::invoke(fn, internal::select_replica(r, args)...); });
+  } else {
+    using Value = std::decay_t<R>;
+    std::vector<std::optional<Value>> results(devices_.size());
+    run_replicas([&](int r) {
+      results[static_cast<std::size_t>(r)].emplace(std::invoke(fn, internal::select_replica(r, args)...));
+    });
+    std::vector<Value> values;
+    values.reserve(results.size());
+    for (auto& result : results) values.push_back(std::move(*result));
+    return PerReplica<Value>(std::move(values));
+  }
+}
+
+}  // namespace distribute

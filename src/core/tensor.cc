@@ -1,0 +1,424 @@
+#include "distribute/tensor.h"
+
+#include <algorithm>
+#include <cmath>
+#include <cstring>
+#include <limits>
+#include <new>
+#include <ostream>
+#include <sstream>
+#include <utility>
+
+#include "core/dtype_dispatch.h"
+#include "core/tensor_format.h"
+#include "distribute/errors.h"
+
+namespace distribute {
+namespace {
+
+// Buffers are aligned for vectorised loops over any element type.
+constexpr std::size_t kAlignment = 64;
+
+std::shared_ptr<const std::byte> allocate_storage(std::size_t bytes) {
+  // Allocate at least one byte so that every tensor has a distinct buffer.
+  auto* p = static_cast<std::byte*>(::operator new(bytes == 0 ? 1 : bytes, std::align_val_t{kAlignment}));
+  return std::shared_ptr<const std::byte>(
+      p, [](const std::byte* q) { ::operator delete(const_cast<std::byte*>(q), std::align_val_t{kAlignment}); });
+}
+
+std::int64_t checked_num_elements(const Shape& shape) {
+  std::int64_t n = 1;
+  for (std::size_t i = 0; i < shape.size(); ++i) {
+    if (shape[i] < 0) {
+      throw InvalidArgumentError("expected non-negative dimensions, got shape " + shape_string(shape) +
+                                 " (dimension " + std::to_string(i) + " is " + std::to_string(shape[i]) + ")");
+    }
+    if (shape[i] != 0 && n > std::numeric_limits<std::int64_t>::max() / shape[i]) {
+      throw InvalidArgumentError("shape " + shape_string(shape) + " has too many elements");
+    }
+    n *= shape[i];
+  }
+  return n;
+}
+
+std::string describe(const Tensor& t) {
+  return "shape " + shape_string(t.shape()) + " dtype " + std::string(dtype_name(t.dtype()));
+}
+
+int normalize_axis(int axis, int rank, const char* op) {
+  if (axis < -rank || axis >= rank) {
+    throw InvalidArgumentError(std::string(op) + ": expected axis in [" + std::to_string(-rank) + ", " +
+                               std::to_string(rank) + ") for a tensor of rank " + std::to_string(rank) +
+                               ", got axis " + std::to_string(axis));
+  }
+  return axis < 0 ? axis + rank : axis;
+}
+
+// Accumulator type of sums: double for floats, int64 for integers.
+template <class T>
+using Acc = std::conditional_t<std::is_floating_point_v<T>, double, std::int64_t>;
+
+// Sums `x` viewed as [outer, n, inner] over its middle dimension; with `mean`
+// the accumulated sum is divided by n (truncating for integers).
+template <class T>
+void sum_middle(const T* x, std::int64_t outer, std::int64_t n, std::int64_t inner, bool mean, T* out) {
+  std::vector<Acc<T>> acc(static_cast<std::size_t>(inner));
+  for (std::int64_t o = 0; o < outer; ++o) {
+    std::fill(acc.begin(), acc.end(), Acc<T>{0});
+    const T* block = x + o * n * inner;
+    for (std::int64_t k = 0; k < n; ++k) {
+      const T* row = block + k * inner;
+      for (std::int64_t i = 0; i < inner; ++i) acc[static_cast<std::size_t>(i)] += row[i];
+    }
+    for (std::int64_t i = 0; i < inner; ++i) {
+      Acc<T> v = acc[static_cast<std::size_t>(i)];
+      if (mean) v = v / static_cast<Acc<T>>(n);
+      out[o * inner + i] = static_cast<T>(v);
+    }
+  }
+}
+
+Tensor reduce_axis(const Tensor& t, int axis, bool mean, const char* op) {
+  Shape out_shape;
+  std::int64_t outer = 1, n = 1, inner = 1;
+  if (axis == INT32_MIN) {  // all elements
+    n = t.num_elements();
+  } else {
+    const int a = normalize_axis(axis, t.rank(), op);
+    for (int i = 0; i < t.rank(); ++i) {
+      if (i < a) outer *= t.shape()[static_cast<std::size_t>(i)];
+      if (i == a) n = t.shape()[static_cast<std::size_t>(i)];
+      if (i > a) inner *= t.shape()[static_cast<std::size_t>(i)];
+      if (i != a) out_shape.push_back(t.shape()[static_cast<std::size_t>(i)]);
+    }
+  }
+  if (mean && n == 0 && !is_floating(t.dtype())) {
+    throw InvalidArgumentError(std::string(op) + ": cannot take the mean of zero elements of an integer tensor (" +
+                               describe(t) + ")");
+  }
+  void* out = nullptr;
+  Tensor result = internal::allocate_tensor(t.dtype(), std::move(out_shape), &out);
+  internal::dispatch_dtype(t.dtype(), [&](auto zero) {
+    using T = decltype(zero);
+    sum_middle(t.data<T>().data(), outer, n, inner, mean, static_cast<T*>(out));
+  });
+  return result;
+}
+
+enum class BinaryOp { kAdd, kSub, kMul, kDiv };
+
+const char* binary_op_name(BinaryOp op) {
+  switch (op) {
+    case BinaryOp::kAdd: return "operator+";
+    case BinaryOp::kSub: return "operator-";
+    case BinaryOp::kMul: return "operator*";
+    case BinaryOp::kDiv: return "operator/";
+  }
+  return "?";
+}
+
+template <class T>
+T apply(BinaryOp op, T x, T y) {
+  switch (op) {
+    case BinaryOp::kAdd: return x + y;
+    case BinaryOp::kSub: return x - y;
+    case BinaryOp::kMul: return x * y;
+    case BinaryOp::kDiv: return x / y;
+  }
+  return T{};
+}
+
+Tensor binary(BinaryOp op, const Tensor& a, const Tensor& b) {
+  if (a.dtype() != b.dtype()) {
+    throw InvalidArgumentError(std::string(binary_op_name(op)) + ": expected operands of the same dtype, got " +
+                               describe(a) + " and " + describe(b));
+  }
+  if (a.shape() != b.shape() && a.rank() != 0 && b.rank() != 0) {
+    throw InvalidArgumentError(std::string(binary_op_name(op)) +
+                               ": expected equal shapes or a scalar operand, got " + describe(a) + " and " +
+                               describe(b));
+  }
+  if (op == BinaryOp::kDiv && !is_floating(a.dtype())) {
+    // True division of integers, as TF's `/` does: the result is float64.
+    return binary(op, a.cast(DType::kFloat64), b.cast(DType::kFloat64));
+  }
+  const Shape& shape = a.rank() != 0 ? a.shape() : b.shape();
+  void* out = nullptr;
+  Tensor result = internal::allocate_tensor(a.dtype(), shape, &out);
+  internal::dispatch_dtype(a.dtype(), [&](auto zero) {
+    using T = decltype(zero);
+    auto x = a.data<T>();
+    auto y = b.data<T>();
+    T* o = static_cast<T*>(out);
+    const std::int64_t n = result.num_elements();
+    const bool bx = x.size() == 1 && a.rank() == 0, by = y.size() == 1 && b.rank() == 0;
+    for (std::int64_t i = 0; i < n; ++i) {
+      o[i] = apply(op, x[bx ? 0 : static_cast<std::size_t>(i)], y[by ? 0 : static_cast<std::size_t>(i)]);
+    }
+  });
+  return result;
+}
+
+}  // namespace
+
+std::string shape_string(const Shape& shape) {
+  std::string s = "(";
+  for (std::size_t i = 0; i < shape.size(); ++i) {
+    if (i > 0) s += ", ";
+    s += std::to_string(shape[i]);
+  }
+  if (shape.size() == 1) s += ",";
+  return s + ")";
+}
+
+namespace internal {
+
+Tensor allocate_tensor(DType dtype, Shape shape, void** data) {
+  const std::int64_t n = checked_num_elements(shape);
+  auto storage = allocate_storage(static_cast<std::size_t>(n) * dtype_size(dtype));
+  *data = const_cast<std::byte*>(storage.get());
+  return Tensor(std::move(storage), 0, std::move(shape), dtype);
+}
+
+Tensor scalar_of(DType dtype, double value) {
+  return dispatch_dtype(dtype, [&](auto zero) {
+    using T = decltype(zero);
+    if constexpr (std::is_floating_point_v<T>) {
+      return Tensor(static_cast<T>(value));
+    } else {
+      const bool exact = std::isfinite(value) && value == std::trunc(value) &&
+                         value >= static_cast<double>(std::numeric_limits<T>::min()) &&
+                         value <= static_cast<double>(std::numeric_limits<T>::max());
+      if (!exact) {
+        std::ostringstream v;
+        v << value;
+        throw InvalidArgumentError("expected a number representable as " + std::string(dtype_name(dtype)) +
+                                   ", got " + v.str());
+      }
+      return Tensor(static_cast<T>(value));
+    }
+  });
+}
+
+Tensor scalar_of(DType dtype, std::int64_t value) {
+  return dispatch_dtype(dtype, [&](auto zero) {
+    using T = decltype(zero);
+    if constexpr (std::is_same_v<T, std::int32_t>) {
+      if (value < std::numeric_limits<T>::min() || value > std::numeric_limits<T>::max()) {
+        throw InvalidArgumentError("expected a number representable as int32, got " + std::to_string(value));
+      }
+    }
+    return Tensor(static_cast<T>(value));
+  });
+}
+
+void throw_dtype_mismatch(DType expected, DType got, const char* what) {
+  throw InvalidArgumentError(std::string(what) + ": expected a tensor of dtype " + std::string(dtype_name(expected)) +
+                             ", got dtype " + std::string(dtype_name(got)));
+}
+
+void throw_ragged_rows(std::size_t expected, std::size_t got) {
+  throw InvalidArgumentError("expected every row of the initializer to have " + std::to_string(expected) +
+                             " elements, got a row of " + std::to_string(got));
+}
+
+}  // namespace internal
+
+Tensor::Tensor() : Tensor(0.f) {}
+
+Tensor::Tensor(std::shared_ptr<const std::byte> storage, std::size_t offset, Shape shape, DType dtype)
+    : storage_(std::move(storage)),
+      offset_(offset),
+      shape_(std::move(shape)),
+      num_elements_(checked_num_elements(shape_)),
+      dtype_(dtype) {}
+
+Tensor Tensor::from_bytes(DType dtype, Shape shape, const void* data, std::size_t bytes) {
+  const std::int64_t n = checked_num_elements(shape);
+  if (static_cast<std::size_t>(n) * dtype_size(dtype) != bytes) {
+    throw InvalidArgumentError("expected " + std::to_string(n) + " values for shape " + shape_string(shape) +
+                               ", got " + std::to_string(bytes / dtype_size(dtype)));
+  }
+  void* out = nullptr;
+  Tensor t = internal::allocate_tensor(dtype, std::move(shape), &out);
+  if (bytes > 0) std::memcpy(out, data, bytes);
+  return t;
+}
+
+Tensor Tensor::zeros(DType dtype, Shape shape) {
+  void* out = nullptr;
+  Tensor t = internal::allocate_tensor(dtype, std::move(shape), &out);
+  std::memset(out, 0, static_cast<std::size_t>(t.num_elements()) * dtype_size(dtype));
+  return t;
+}
+
+std::int64_t Tensor::dim(int axis) const {
+  return shape_[static_cast<std::size_t>(normalize_axis(axis, rank(), "Tensor::dim"))];
+}
+
+template <TensorElement T>
+T Tensor::item() const {
+  if (num_elements_ != 1) {
+    throw InvalidArgumentError("Tensor::item: expected a tensor with one element, got " + describe(*this));
+  }
+  return internal::dispatch_dtype(dtype_, [&](auto zero) {
+    using U = decltype(zero);
+    return static_cast<T>(data<U>()[0]);
+  });
+}
+template float Tensor::item<float>() const;
+template double Tensor::item<double>() const;
+template std::int32_t Tensor::item<std::int32_t>() const;
+template std::int64_t Tensor::item<std::int64_t>() const;
+
+std::span<const std::byte> Tensor::bytes() const noexcept {
+  return {raw(), static_cast<std::size_t>(num_elements_) * dtype_size(dtype_)};
+}
+
+Tensor Tensor::slice(std::int64_t begin, std::int64_t end) const {
+  if (rank() == 0) throw InvalidArgumentError("Tensor::slice: expected a tensor of rank >= 1, got a scalar");
+  if (begin < 0 || begin > end || end > shape_[0]) {
+    throw InvalidArgumentError("Tensor::slice: expected 0 <= begin <= end <= " + std::to_string(shape_[0]) +
+                               ", got [" + std::to_string(begin) + ", " + std::to_string(end) + ")");
+  }
+  Shape s = shape_;
+  s[0] = end - begin;
+  const std::size_t row_bytes =
+      shape_[0] == 0 ? 0 : static_cast<std::size_t>(num_elements_ / shape_[0]) * dtype_size(dtype_);
+  return Tensor(storage_, offset_ + static_cast<std::size_t>(begin) * row_bytes, std::move(s), dtype_);
+}
+
+Tensor Tensor::operator[](std::int64_t i) const {
+  if (rank() == 0) throw InvalidArgumentError("Tensor::operator[]: expected a tensor of rank >= 1, got a scalar");
+  if (i < 0 || i >= shape_[0]) {
+    throw InvalidArgumentError("Tensor::operator[]: expected an index in [0, " + std::to_string(shape_[0]) +
+                               "), got " + std::to_string(i));
+  }
+  Tensor row = slice(i, i + 1);
+  row.shape_.erase(row.shape_.begin());
+  return row;
+}
+
+Tensor Tensor::reshape(Shape shape) const {
+  const std::int64_t n = checked_num_elements(shape);
+  if (n != num_elements_) {
+    throw InvalidArgumentError("Tensor::reshape: expected a shape of " + std::to_string(num_elements_) +
+                               " elements (from " + shape_string(shape_) + "), got " + shape_string(shape));
+  }
+  return Tensor(storage_, offset_, std::move(shape), dtype_);
+}
+
+bool Tensor::shares_buffer_with(const Tensor& other) const noexcept { return storage_ == other.storage_; }
+
+Tensor Tensor::sum() const { return reduce_axis(*this, INT32_MIN, false, "Tensor::sum"); }
+Tensor Tensor::sum(int axis) const { return reduce_axis(*this, axis, false, "Tensor::sum"); }
+Tensor Tensor::mean() const { return reduce_axis(*this, INT32_MIN, true, "Tensor::mean"); }
+Tensor Tensor::mean(int axis) const { return reduce_axis(*this, axis, true, "Tensor::mean"); }
+
+Tensor Tensor::cast(DType dtype) const {
+  if (dtype == dtype_) return *this;
+  void* out = nullptr;
+  Tensor result = internal::allocate_tensor(dtype, shape_, &out);
+  internal::dispatch_dtype(dtype_, [&](auto from_zero) {
+    using From = decltype(from_zero);
+    internal::dispatch_dtype(dtype, [&](auto to_zero) {
+      using To = decltype(to_zero);
+      auto in = data<From>();
+      To* o = static_cast<To*>(out);
+      for (std::size_t i = 0; i < in.size(); ++i) o[i] = static_cast<To>(in[i]);
+    });
+  });
+  return result;
+}
+
+bool operator==(const Tensor& a, const Tensor& b) {
+  if (a.dtype() != b.dtype() || a.shape() != b.shape()) return false;
+  return internal::dispatch_dtype(a.dtype(), [&](auto zero) {
+    using T = decltype(zero);
+    auto x = a.data<T>();
+    auto y = b.data<T>();
+    for (std::size_t i = 0; i < x.size(); ++i) {
+      if (!(x[i] == y[i])) return false;
+    }
+    return true;
+  });
+}
+
+std::string Tensor::to_string() const {
+  std::string values = internal::format_numpy(dtype_, shape_, raw());
+  if (values.find('\n') != std::string::npos) values.insert(0, "\n");
+  return "Tensor(" + values + ", shape=" + shape_string(shape_) + ", dtype=" + std::string(dtype_name(dtype_)) + ")";
+}
+
+std::ostream& operator<<(std::ostream& os, const Tensor& t) { return os << t.to_string(); }
+
+Tensor operator+(const Tensor& a, const Tensor& b) { return binary(BinaryOp::kAdd, a, b); }
+Tensor operator-(const Tensor& a, const Tensor& b) { return binary(BinaryOp::kSub, a, b); }
+Tensor operator*(const Tensor& a, const Tensor& b) { return binary(BinaryOp::kMul, a, b); }
+Tensor operator/(const Tensor& a, const Tensor& b) { return binary(BinaryOp::kDiv, a, b); }
+
+Tensor concat(const std::vector<Tensor>& tensors) {
+  if (tensors.empty()) throw InvalidArgumentError("concat: expected at least one tensor, got none");
+  const Tensor& first = tensors[0];
+  if (first.rank() == 0) throw InvalidArgumentError("concat: expected tensors of rank >= 1, got a scalar at index 0");
+  std::int64_t rows = 0;
+  for (std::size_t i = 0; i < tensors.size(); ++i) {
+    const Tensor& t = tensors[i];
+    const bool same_inner = t.rank() == first.rank() &&
+                            std::equal(t.shape().begin() + 1, t.shape().end(), first.shape().begin() + 1);
+    if (t.dtype() != first.dtype() || !same_inner) {
+      throw InvalidArgumentError("concat: expected tensors of dtype " + std::string(dtype_name(first.dtype())) +
+                                 " and equal dimensions except axis 0 (tensor 0 has " + describe(first) +
+                                 "), got tensor " + std::to_string(i) + " with " + describe(t));
+    }
+    rows += t.dim(0);
+  }
+  if (tensors.size() == 1) return first;
+  Shape shape = first.shape();
+  shape[0] = rows;
+  void* out = nullptr;
+  Tensor result = internal::allocate_tensor(first.dtype(), std::move(shape), &out);
+  auto* dst = static_cast<std::byte*>(out);
+  for (const Tensor& t : tensors) {
+    auto b = t.bytes();
+    if (!b.empty()) std::memcpy(dst, b.data(), b.size());
+    dst += b.size();
+  }
+  return result;
+}
+
+Tensor stack(const std::vector<Tensor>& tensors) {
+  if (tensors.empty()) throw InvalidArgumentError("stack: expected at least one tensor, got none");
+  const Tensor& first = tensors[0];
+  for (std::size_t i = 1; i < tensors.size(); ++i) {
+    const Tensor& t = tensors[i];
+    if (t.dtype() != first.dtype() || t.shape() != first.shape()) {
+      throw InvalidArgumentError("stack: expected tensors of equal shape and dtype (tensor 0 has " + describe(first) +
+                                 "), got tensor " + std::to_string(i) + " with " + describe(t));
+    }
+  }
+  std::vector<Tensor> rows;
+  rows.reserve(tensors.size());
+  Shape row_shape = first.shape();
+  row_shape.insert(row_shape.begin(), 1);
+  for (const Tensor& t : tensors) rows.push_back(t.reshape(row_shape));
+  if (rows.size() == 1) return rows[0];
+  return concat(rows);
+}
+
+bool allclose(const Tensor& a, const Tensor& b, double rtol, double atol) {
+  if (a.dtype() != b.dtype() || a.shape() != b.shape()) return false;
+  return internal::dispatch_dtype(a.dtype(), [&](auto zero) {
+    using T = decltype(zero);
+    auto x = a.data<T>();
+    auto y = b.data<T>();
+    for (std::size_t i = 0; i < x.size(); ++i) {
+      const double xi = static_cast<double>(x[i]), yi = static_cast<double>(y[i]);
+      if (xi == yi) continue;  // also equal infinities
+      if (!(std::fabs(xi - yi) <= atol + rtol * std::fabs(yi))) return false;
+    }
+    return true;
+  });
+}
+
+}  // namespace distribute

@@ -1,0 +1,53 @@
+#include "runtime/replica_pool.h"
+
+#include <pthread.h>
+
+#include <algorithm>
+
+namespace distribute::internal {
+
+ReplicaPool::ReplicaPool(int num_replicas, const std::string& name_prefix) : num_replicas_(num_replicas) {
+  const unsigned cores = std::max(1u, std::thread::hardware_concurrency());
+  // With more busy threads than cores, spinning must give the core away.
+  policy_.yield = static_cast<unsigned>(num_replicas) > cores;
+  threads_.reserve(static_cast<std::size_t>(std::max(0, num_replicas - 1)));
+  for (int r = 1; r < num_replicas; ++r) {
+    threads_.emplace_back([this, r] { worker_loop(r); });
+    // Thread names are limited to 15 characters; failure is harmless.
+    const std::string name = (name_prefix + std::to_string(r)).substr(0, 15);
+    pthread_setname_np(threads_.back().native_handle(), name.c_str());
+  }
+}
+
+ReplicaPool::~ReplicaPool() {
+  stopping_ = true;
+  task_ = nullptr;
+  generation_.notify_add(1);
+  for (auto& t : threads_) t.join();
+}
+
+void ReplicaPool::run(FunctionRef<void(int)> task) {
+  std::lock_guard<std::mutex> lock(run_mutex_);
+  if (num_replicas_ > 1) {
+    task_ = &task;
+    remaining_.notify_value(static_cast<std::uint32_t>(num_replicas_ - 1));
+    generation_.notify_add(1);
+  }
+  task(0);
+  if (num_replicas_ > 1) {
+    for (std::uint32_t left = remaining_.load(); left != 0;) left = remaining_.wait_while_equal(left, policy_);
+    task_ = nullptr;
+  }
+}
+
+void ReplicaPool::worker_loop(int replica) {
+  std::uint32_t seen = generation_.load();
+  while (true) {
+    seen = generation_.wait_while_equal(seen, policy_);
+    if (stopping_) return;
+    (*task_)(replica);
+    remaining_.decrement();
+  }
+}
+
+}  // namespace distribute::internal

@@ -1,0 +1,56 @@
+// ReplicaPool: the persistent threads that execute a strategy's replicas.
+//
+// Replica 0 runs on the thread that calls run(); replicas 1..N-1 each have a
+// thread of their own, started when the pool is built and joined when it is
+// destroyed (no thread is created per call). A call publishes the task by
+// bumping a generation word; each replica thread spins briefly on it, then
+// sleeps (see spin_wait.h). Completion is a countdown the caller waits on the
+// same way.
+#pragma once
+
+#include <atomic>
+#include <cstdint>
+#include <mutex>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "distribute/internal/function_ref.h"
+#include "runtime/spin_wait.h"
+
+namespace distribute::internal {
+
+class ReplicaPool {
+ public:
+  // Starts num_replicas - 1 threads, named "<name_prefix><r>".
+  ReplicaPool(int num_replicas, const std::string& name_prefix);
+  ~ReplicaPool();
+  ReplicaPool(const ReplicaPool&) = delete;
+  ReplicaPool& operator=(const ReplicaPool&) = delete;
+
+  int num_replicas() const noexcept { return num_replicas_; }
+
+  // Calls task(r) for every r in [0, num_replicas) concurrently and returns
+  // when all calls have returned. task must not throw (callers catch inside
+  // it). Calls from several threads are serialized; a task must not call
+  // run() on the same pool (it would wait for itself). Everything the
+  // caller did before run() is visible to every task(r); everything each
+  // task(r) did is visible to the caller after run() returns.
+  void run(FunctionRef<void(int)> task);
+
+ private:
+  void worker_loop(int replica);
+
+  const int num_replicas_;
+  SpinPolicy policy_;
+  std::mutex run_mutex_;  // one run() at a time
+  // Written by the caller before bumping generation_, read by workers after
+  // seeing the bump.
+  FunctionRef<void(int)>* task_ = nullptr;
+  bool stopping_ = false;
+  alignas(64) WaitWord generation_;
+  alignas(64) WaitWord remaining_;
+  std::vector<std::thread> threads_;
+};
+
+}  // namespace distribute::internal

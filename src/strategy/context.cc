@@ -1,0 +1,83 @@
+#include "strategy/context.h"
+
+#include <cassert>
+#include <vector>
+
+#include "distribute/replica_context.h"
+#include "distribute/strategies.h"
+#include "distribute/strategy.h"
+
+namespace distribute {
+namespace internal {
+namespace {
+
+std::vector<ThreadMode>& mode_stack() {
+  thread_local std::vector<ThreadMode> stack;
+  return stack;
+}
+
+}  // namespace
+
+const ThreadMode* current_mode() noexcept {
+  auto& stack = mode_stack();
+  return stack.empty() ? nullptr : &stack.back();
+}
+
+void push_mode(ThreadMode mode) {
+  auto& stack = mode_stack();
+  if (stack.capacity() == stack.size()) stack.reserve(stack.size() * 2 + 8);
+  stack.push_back(mode);
+}
+
+void pop_mode() noexcept {
+  auto& stack = mode_stack();
+  assert(!stack.empty());
+  stack.pop_back();
+}
+
+}  // namespace internal
+
+ReplicaContext* get_replica_context() {
+  const internal::ThreadMode* top = internal::current_mode();
+  if (top == nullptr) return &get_default_strategy().replica_context(0);
+  return top->replica;
+}
+
+bool in_cross_replica_context() {
+  const internal::ThreadMode* top = internal::current_mode();
+  return top != nullptr && top->replica == nullptr;
+}
+
+Strategy* get_cross_replica_context() {
+  const internal::ThreadMode* top = internal::current_mode();
+  return top != nullptr && top->replica == nullptr ? top->strategy : nullptr;
+}
+
+Strategy& get_strategy() {
+  const internal::ThreadMode* top = internal::current_mode();
+  return top != nullptr ? *top->strategy : get_default_strategy();
+}
+
+bool has_strategy() { return !get_strategy().is_default(); }
+
+StrategyScope::StrategyScope(Strategy& strategy) : strategy_(&strategy) {
+  if (strategy.is_default()) {
+    if (has_strategy()) {
+      throw FailedPreconditionError("cannot enter the default strategy's scope inside the scope of " +
+                                    get_strategy().to_string() + ": tf.distribute.Strategy scopes must not nest");
+    }
+  } else if (has_strategy()) {
+    // Re-entering the current strategy is allowed in cross-replica context;
+    // anything else raises the error that names the fix.
+    strategy.require_cross_replica_or_default_context("scope");
+  }
+  internal::push_mode({strategy_, nullptr});
+}
+
+StrategyScope::~StrategyScope() {
+  assert(internal::current_mode() != nullptr && internal::current_mode()->strategy == strategy_ &&
+         internal::current_mode()->replica == nullptr);
+  internal::pop_mode();
+}
+
+}  // namespace distribute

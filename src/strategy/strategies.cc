@@ -1,0 +1,45 @@
+#include "distribute/strategies.h"
+
+#include <algorithm>
+#include <thread>
+
+namespace distribute {
+namespace {
+
+std::vector<DeviceSpec> parse_devices(const std::vector<std::string>& names) {
+  std::vector<DeviceSpec> devices;
+  devices.reserve(names.size());
+  for (const std::string& name : names) devices.push_back(parse_device(name));
+  return devices;
+}
+
+std::vector<DeviceSpec> all_local_cpus() {
+  const int n = static_cast<int>(std::max(1u, std::thread::hardware_concurrency()));
+  std::vector<DeviceSpec> devices;
+  for (int i = 0; i < n; ++i) devices.push_back({"CPU", i});
+  return devices;
+}
+
+class DefaultStrategy final : public Strategy {
+ public:
+  DefaultStrategy() : Strategy(Kind::kDefault, {{"CPU", 0}}) {}
+};
+
+}  // namespace
+
+MirroredStrategy::MirroredStrategy() : Strategy(Kind::kMirrored, all_local_cpus()) {}
+
+MirroredStrategy::MirroredStrategy(const std::vector<std::string>& devices)
+    : Strategy(Kind::kMirrored, parse_devices(devices)) {}
+
+OneDeviceStrategy::OneDeviceStrategy(const std::string& device)
+    : Strategy(Kind::kOneDevice, {parse_device(device)}) {}
+
+Strategy& get_default_strategy() {
+  // Built on first use, never destroyed: replica contexts of the default
+  // strategy stay valid during static destruction of other objects.
+  static DefaultStrategy* const strategy = new DefaultStrategy();
+  return *strategy;
+}
+
+}  // namespace distribute

@@ -1,0 +1,143 @@
+#include "distribute/strategy.h"
+
+#include <exception>
+#include <mutex>
+
+#include "runtime/replica_pool.h"
+#include "strategy/context.h"
+
+namespace distribute {
+namespace {
+
+// Keeps the first failure of a run (in time: the root cause, whatever the
+// other replicas raised afterwards).
+class FirstFailure {
+ public:
+  void record(int replica, std::exception_ptr error) {
+    std::lock_guard<std::mutex> lock(mutex_);
+    if (error_ == nullptr) {
+      error_ = std::move(error);
+      replica_ = replica;
+    }
+  }
+
+  // Rethrows the recorded failure, its type preserved; a distribute::Error
+  // gets the replica id attached (unless a nested run already attached one).
+  void rethrow_if_any() {
+    if (error_ == nullptr) return;
+    try {
+      std::rethrow_exception(error_);
+    } catch (Error& e) {
+      if (!e.replica_id().has_value()) e.set_replica_id(replica_);
+      throw;
+    }
+  }
+
+ private:
+  std::mutex mutex_;
+  std::exception_ptr error_;
+  int replica_ = -1;
+};
+
+// Kind is protected in Strategy; its values in order: default, one device, mirrored.
+std::string_view kind_name(int kind) {
+  switch (kind) {
+    case 0: return "DefaultStrategy";
+    case 1: return "OneDeviceStrategy";
+    default: return "MirroredStrategy";
+  }
+}
+
+}  // namespace
+
+int ReplicaContext::num_replicas_in_sync() const noexcept { return strategy_->num_replicas_in_sync(); }
+
+Strategy::Strategy(Kind kind, std::vector<DeviceSpec> devices) : kind_(kind), devices_(std::move(devices)) {
+  if (devices_.empty()) {
+    throw InvalidArgumentError(std::string(kind_name(static_cast<int>(kind_))) +
+                               ": expected at least one device, got an empty list");
+  }
+  for (std::size_t i = 0; i < devices_.size(); ++i) {
+    for (std::size_t j = 0; j < i; ++j) {
+      if (devices_[i] == devices_[j]) {
+        throw InvalidArgumentError(std::string(kind_name(static_cast<int>(kind_))) +
+                                   ": expected distinct devices, got " + devices_[i].short_name() + " at positions " +
+                                   std::to_string(j) + " and " + std::to_string(i));
+      }
+    }
+  }
+  replica_contexts_.reserve(devices_.size());
+  for (std::size_t r = 0; r < devices_.size(); ++r) {
+    replica_contexts_.push_back(std::unique_ptr<ReplicaContext>(new ReplicaContext(*this, static_cast<int>(r))));
+  }
+  pool_ = std::make_unique<internal::ReplicaPool>(num_replicas_in_sync(), "replica-");
+}
+
+Strategy::~Strategy() = default;
+
+std::string Strategy::to_string() const {
+  std::string s(kind_name(static_cast<int>(kind_)));
+  if (kind_ == Kind::kDefault) return s;
+  s += "(";
+  for (std::size_t i = 0; i < devices_.size(); ++i) {
+    if (i > 0) s += ", ";
+    s += devices_[i].short_name();
+  }
+  return s + ")";
+}
+
+void Strategy::require_cross_replica_or_default_context(std::string_view method) const {
+  const internal::ThreadMode* top = internal::current_mode();
+  if (top == nullptr) return;  // the default state allows every cross-replica call
+  if (top->strategy == this && top->replica == nullptr) return;
+  const std::string call = "Strategy::" + std::string(method);
+  if (top->strategy != this) {
+    if (top->strategy->is_default()) {
+      throw FailedPreconditionError(call + " of " + to_string() + " needs to be called inside \"strategy.scope()\" of " +
+                                    "that strategy or outside any scope, but this thread is in the scope of the " +
+                                    "default strategy");
+    }
+    std::string mismatch = "Mixing different tf.distribute.Strategy objects: " + call + " of " + to_string() +
+                           " was called while " + top->strategy->to_string() + " is current";
+    if (top->strategy->to_string() == to_string()) mismatch += " (a different object with the same devices)";
+    if (top->replica != nullptr) {
+      mismatch += ", inside its replica function (replica " + std::to_string(top->replica->replica_id_in_sync_group()) +
+                  ")";
+    }
+    throw FailedPreconditionError(mismatch);
+  }
+  throw FailedPreconditionError(call + " requires being in cross-replica context, but was called from the replica " +
+                                "function of replica " + std::to_string(top->replica->replica_id_in_sync_group()) +
+                                " of " + to_string() +
+                                "; inside a replica function use get_replica_context()->merge_call() instead");
+}
+
+void Strategy::check_replica_count(std::size_t values, std::size_t argument_index) const {
+  if (values != devices_.size()) {
+    throw InvalidArgumentError("Strategy::run: expected argument " + std::to_string(argument_index) +
+                               " to hold one value per replica (" + std::to_string(devices_.size()) + " for " +
+                               to_string() + "), got " + std::to_string(values) + " values");
+  }
+}
+
+void Strategy::run_replicas(internal::FunctionRef<void(int)> body) {
+  FirstFailure failure;
+  auto task = [&](int r) noexcept {
+    try {
+      internal::push_mode({this, replica_contexts_[static_cast<std::size_t>(r)].get()});
+    } catch (...) {
+      failure.record(r, std::current_exception());
+      return;
+    }
+    try {
+      body(r);
+    } catch (...) {
+      failure.record(r, std::current_exception());
+    }
+    internal::pop_mode();
+  };
+  pool_->run(task);
+  failure.rethrow_if_any();
+}
+
+}  // namespace distribute
