@@ -178,7 +178,7 @@ class Strategy {
 namespace internal {
 // The value replica r sees for a run() argument.
 template <class T>
-decltype(auto) select_replica(int r, const T& arg) {
+decltype(auto) select_replica([[maybe_unused]] int r, const T& arg) {
   if constexpr (is_distributed_values_v<T>) {
     return arg.values()[static_cast<std::size_t>(r)];
   } else {
@@ -196,11 +196,11 @@ auto Strategy::run(F&& fn, const Args&... args) {
   (check_run_argument(args, index++), ...);
   using R = std::invoke_result_t<F&, decltype(internal::select_replica(0, args))...>;
   if constexpr (std::is_void_v<R>) {
-    run_replicas([&](int r) { std::invoke(fn, internal::select_replica(r, args)...); });
+    run_replicas([&]([[maybe_unused]] int r) { std::invoke(fn, internal::select_replica(r, args)...); });
   } else {
     using Value = std::decay_t<R>;
     std::vector<std::optional<Value>> results(devices_.size());
-    run_replicas([&](int r) {
+    run_replicas([&]([[maybe_unused]] int r) {
       results[static_cast<std::size_t>(r)].emplace(std::invoke(fn, internal::select_replica(r, args)...));
     });
     std::vector<Value> values;

@@ -188,7 +188,8 @@ Tensor scalar_of(DType dtype, double value) {
     } else {
       const bool exact = std::isfinite(value) && value == std::trunc(value) &&
                          value >= static_cast<double>(std::numeric_limits<T>::min()) &&
-                         value <= static_cast<double>(std::numeric_limits<T>::max());
+                         // max() + 1 = -min() is exact as a double; max() itself may not be (int64).
+                         value < -static_cast<double>(std::numeric_limits<T>::min());
       if (!exact) {
         std::ostringstream v;
         v << value;
@@ -415,6 +416,7 @@ bool allclose(const Tensor& a, const Tensor& b, double rtol, double atol) {
     for (std::size_t i = 0; i < x.size(); ++i) {
       const double xi = static_cast<double>(x[i]), yi = static_cast<double>(y[i]);
       if (xi == yi) continue;  // also equal infinities
+      if (!std::isfinite(xi) || !std::isfinite(yi)) return false;  // as numpy: inf is close only to itself
       if (!(std::fabs(xi - yi) <= atol + rtol * std::fabs(yi))) return false;
     }
     return true;

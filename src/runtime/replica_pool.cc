@@ -41,7 +41,10 @@ void ReplicaPool::run(FunctionRef<void(int)> task) {
 }
 
 void ReplicaPool::worker_loop(int replica) {
-  std::uint32_t seen = generation_.load();
+  // Start from the generation the pool was built with, not a fresh load: a
+  // run() (or the destructor's stop) may already have bumped it before this
+  // thread got scheduled, and that bump must not be missed.
+  std::uint32_t seen = 0;
   while (true) {
     seen = generation_.wait_while_equal(seen, policy_);
     if (stopping_) return;

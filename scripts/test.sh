@@ -1,0 +1,39 @@
+#!/usr/bin/env bash
+# The whole test suite: installs what is missing, then builds and runs the
+# tests in the release, ThreadSanitizer and AddressSanitizer+UBSan presets,
+# checks that the installed CMake package works in another project, and runs
+# the example. Fails on the first failure.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+root=$PWD
+
+scripts/setup.sh
+
+step() { printf '\n==== %s\n' "$*"; }
+
+step "release: build and test"
+cmake --preset release >/dev/null
+cmake --build --preset release
+ctest --preset release -j2
+
+step "install the package and build a consumer project against it"
+prefix=$root/build/install-check/prefix
+rm -rf "$root/build/install-check"
+cmake --install build/release --prefix "$prefix" >/dev/null
+cmake -S tests/consumer -B build/install-check/consumer -G Ninja -DCMAKE_PREFIX_PATH="$prefix" >/dev/null
+cmake --build build/install-check/consumer
+build/install-check/consumer/consumer
+
+step "example prints the seed examples"
+build/release/examples/distributed_values | tee build/example.out
+grep -q "Tensor(11.0, shape=(), dtype=float32)" build/example.out
+
+step "tsan: build and test"
+cmake --preset tsan >/dev/null
+cmake --build --preset tsan
+ctest --preset tsan -j2
+
+step "asan-ubsan: build and test"
+cmake --preset asan-ubsan >/dev/null
+cmake --build --preset asan-ubsan
+ctest --preset asan-ubsan -j2

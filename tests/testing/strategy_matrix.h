@@ -1,0 +1,74 @@
+// The strategy matrix every behaviour test runs over (TF's combinations):
+// the default strategy, OneDeviceStrategy, and MirroredStrategy with 1, 2, 3
+// and 4 replicas (3 catches uneven-split bugs; 4 oversubscribes 2 cores).
+#pragma once
+
+#include <gmock/gmock.h>
+#include <gtest/gtest.h>
+
+#include <functional>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "distribute/strategies.h"
+
+namespace distribute::testing {
+
+struct StrategyCase {
+  std::string name;
+  std::function<std::shared_ptr<Strategy>()> make;
+};
+
+inline std::vector<StrategyCase> strategy_matrix() {
+  auto mirrored = [](int n) {
+    return [n] {
+      std::vector<std::string> devices;
+      for (int i = 0; i < n; ++i) devices.push_back("CPU:" + std::to_string(i));
+      return std::shared_ptr<Strategy>(std::make_shared<MirroredStrategy>(devices));
+    };
+  };
+  return {
+      {"Default", [] { return std::shared_ptr<Strategy>(&get_default_strategy(), [](Strategy*) {}); }},
+      {"OneDevice", [] { return std::shared_ptr<Strategy>(std::make_shared<OneDeviceStrategy>("CPU:0")); }},
+      {"Mirrored1", mirrored(1)},
+      {"Mirrored2", mirrored(2)},
+      {"Mirrored3", mirrored(3)},
+      {"Mirrored4", mirrored(4)},
+  };
+}
+
+// Fixture for TEST_P over the matrix: `strategy()` is fresh for every test.
+class StrategyTest : public ::testing::TestWithParam<StrategyCase> {
+ protected:
+  void SetUp() override { strategy_ = GetParam().make(); }
+  Strategy& strategy() { return *strategy_; }
+  int n() { return strategy_->num_replicas_in_sync(); }
+
+ private:
+  std::shared_ptr<Strategy> strategy_;
+};
+
+inline std::string case_name(const ::testing::TestParamInfo<StrategyCase>& info) { return info.param.name; }
+
+#define DISTRIBUTE_INSTANTIATE_STRATEGY_MATRIX(Fixture)                                                 \
+  INSTANTIATE_TEST_SUITE_P(Strategies, Fixture, ::testing::ValuesIn(::distribute::testing::strategy_matrix()), \
+                           ::distribute::testing::case_name)
+
+// Runs `f` and returns the message of the exception of type E it throws;
+// fails the test if it throws nothing or something else.
+template <class E, class F>
+std::string message_of(F&& f) {
+  try {
+    f();
+  } catch (const E& e) {
+    return e.what();
+  } catch (const std::exception& e) {
+    ADD_FAILURE() << "expected a different exception type, got: " << e.what();
+    return {};
+  }
+  ADD_FAILURE() << "expected an exception, got none";
+  return {};
+}
+
+}  // namespace distribute::testing
