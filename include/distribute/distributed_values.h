@@ -33,6 +33,8 @@ template <class T>
 class DistributedValues {
  public:
   using value_type = T;
+  // const T&, or bool for DistributedValues<bool> (std::vector<bool>).
+  using const_reference = typename std::vector<T>::const_reference;
 
   // InvalidArgumentError when `values` is empty.
   explicit DistributedValues(std::vector<T> values) : values_(std::move(values)) {
@@ -46,16 +48,16 @@ class DistributedValues {
   // Number of values (= local replicas).
   int size() const noexcept { return static_cast<int>(values_.size()); }
   // The value of replica `replica`; InvalidArgumentError when out of range.
-  const T& at(int replica) const {
+  const_reference at(int replica) const {
     if (replica < 0 || replica >= size()) {
       throw InvalidArgumentError("DistributedValues: expected a replica index in [0, " + std::to_string(size()) +
                                  "), got " + std::to_string(replica));
     }
     return values_[static_cast<std::size_t>(replica)];
   }
-  const T& operator[](int replica) const { return at(replica); }
+  const_reference operator[](int replica) const { return at(replica); }
   // The value of replica 0.
-  const T& primary() const noexcept { return values_.front(); }
+  const_reference primary() const noexcept { return values_.front(); }
 
   auto begin() const noexcept { return values_.begin(); }
   auto end() const noexcept { return values_.end(); }

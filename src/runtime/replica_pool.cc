@@ -27,7 +27,18 @@ ReplicaPool::~ReplicaPool() {
 }
 
 void ReplicaPool::run(FunctionRef<void(int)> task) {
+  if (num_replicas_ == 1 && owner_.load(std::memory_order_relaxed) == std::this_thread::get_id()) {
+    // A nested call from this pool's own replica 0 (the default strategy
+    // allows run() inside its replica function): nothing to hand off.
+    task(0);
+    return;
+  }
   std::lock_guard<std::mutex> lock(run_mutex_);
+  owner_.store(std::this_thread::get_id(), std::memory_order_relaxed);
+  struct ClearOwner {
+    std::atomic<std::thread::id>& owner;
+    ~ClearOwner() { owner.store(std::thread::id(), std::memory_order_relaxed); }
+  } clear_owner{owner_};
   if (num_replicas_ > 1) {
     task_ = &task;
     remaining_.notify_value(static_cast<std::uint32_t>(num_replicas_ - 1));

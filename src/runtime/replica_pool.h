@@ -32,8 +32,9 @@ class ReplicaPool {
 
   // Calls task(r) for every r in [0, num_replicas) concurrently and returns
   // when all calls have returned. task must not throw (callers catch inside
-  // it). Calls from several threads are serialized; a task must not call
-  // run() on the same pool (it would wait for itself). Everything the
+  // it). Calls from several threads are serialized. A task may call run() on
+  // its own pool only when the pool has one replica (it then runs inline);
+  // callers reject the other nested cases before they get here. Everything the
   // caller did before run() is visible to every task(r); everything each
   // task(r) did is visible to the caller after run() returns.
   void run(FunctionRef<void(int)> task);
@@ -44,6 +45,9 @@ class ReplicaPool {
   const int num_replicas_;
   SpinPolicy policy_;
   std::mutex run_mutex_;  // one run() at a time
+  // The thread inside run() (holding run_mutex_), for nested calls of a
+  // one-replica pool.
+  std::atomic<std::thread::id> owner_{};
   // Written by the caller before bumping generation_, read by workers after
   // seeing the bump.
   FunctionRef<void(int)>* task_ = nullptr;
