@@ -1,7 +1,8 @@
 // The cost of Strategy::run of a trivial function, against two bare
 // references measured in the same run:
 //   BM_StdBarrier   two threads meeting at a std::barrier (spins, then futex)
-//   BM_SpinBarrier  two threads meeting at a spinning sense-reversing barrier
+//   BM_SpinBarrier  two threads meeting at a spinning barrier
+// (one iteration = one meeting, like one run() call).
 // and the CPU that idle replica threads use (BM_IdleReplicaCpu: CPU seconds
 // per wall second of a 4-replica strategy left idle, after a run).
 //
@@ -51,15 +52,6 @@ void BM_RunVoid(benchmark::State& state) {
 }
 BENCHMARK(BM_RunVoid)->Arg(2)->Arg(4)->UseRealTime();
 
-// Both threads of a multi-threaded benchmark run the same number of
-// iterations, so one barrier for the whole program stays in phase.
-std::barrier<> g_std_barrier(2);
-
-void BM_StdBarrier(benchmark::State& state) {
-  for (auto _ : state) g_std_barrier.arrive_and_wait();
-}
-BENCHMARK(BM_StdBarrier)->Threads(2)->UseRealTime();
-
 class SpinBarrier {
  public:
   explicit SpinBarrier(int n) : n_(n) {}
@@ -83,12 +75,29 @@ class SpinBarrier {
   alignas(64) std::atomic<int> phase_{0};
 };
 
-SpinBarrier g_spin_barrier(2);
+// One iteration = one meeting of the benchmark thread and a partner thread
+// at `barrier` (the partner arrives exactly as many times).
+template <class Barrier>
+void meet(benchmark::State& state, Barrier& barrier) {
+  const auto meetings = state.max_iterations;
+  std::thread partner([&] {
+    for (benchmark::IterationCount i = 0; i < meetings; ++i) barrier.arrive_and_wait();
+  });
+  for (auto _ : state) barrier.arrive_and_wait();
+  partner.join();
+}
+
+void BM_StdBarrier(benchmark::State& state) {
+  std::barrier<> barrier(2);
+  meet(state, barrier);
+}
+BENCHMARK(BM_StdBarrier)->UseRealTime();
 
 void BM_SpinBarrier(benchmark::State& state) {
-  for (auto _ : state) g_spin_barrier.arrive_and_wait();
+  SpinBarrier barrier(2);
+  meet(state, barrier);
 }
-BENCHMARK(BM_SpinBarrier)->Threads(2)->UseRealTime();
+BENCHMARK(BM_SpinBarrier)->UseRealTime();
 
 double process_cpu_seconds() {
   timespec ts{};
