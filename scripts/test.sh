@@ -26,7 +26,7 @@ build/install-check/consumer/consumer
 
 step "example prints the seed examples"
 build/release/examples/distributed_values | tee build/example.out
-grep -q "Tensor(11.0, shape=(), dtype=float32)" build/example.out
+grep -q "4. Tensor(11.0, shape=(), dtype=float32)" build/example.out
 
 step "tsan: build and test"
 cmake --preset tsan >/dev/null

@@ -1,8 +1,11 @@
 // Umbrella header: everything a user of the library needs.
 #pragma once
 
+#include "distribute/dataset.h"
 #include "distribute/device.h"
+#include "distribute/distributed_dataset.h"
 #include "distribute/distributed_values.h"
+#include "distribute/element.h"
 #include "distribute/errors.h"
 #include "distribute/replica_context.h"
 #include "distribute/strategies.h"

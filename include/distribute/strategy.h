@@ -26,7 +26,9 @@
 #include <vector>
 
 #include "distribute/device.h"
+#include "distribute/distributed_dataset.h"
 #include "distribute/distributed_values.h"
+#include "distribute/element.h"
 #include "distribute/errors.h"
 #include "distribute/internal/function_ref.h"
 #include "distribute/replica_context.h"
@@ -125,6 +127,9 @@ class Strategy {
   // return it (reduced along the axis, if given); MirroredStrategy returns it
   // for MEAN and raises InvalidArgumentError for SUM with more than one replica.
   Tensor reduce(ReduceOp op, const Tensor& value, std::optional<int> axis = std::nullopt);
+  // A step of a distributed dataset with single-tensor elements
+  // (InvalidArgumentError for tuples: reduce a component of regroup(value)).
+  Tensor reduce(ReduceOp op, const PerReplica<Element>& value, std::optional<int> axis = std::nullopt);
   // Per-replica numbers (e.g. a loss returned by run) are reduced as scalars.
   template <TensorElement T>
   Tensor reduce(ReduceOp op, const PerReplica<T>& value) {
@@ -133,6 +138,15 @@ class Strategy {
     for (const T& v : value) scalars.emplace_back(v);
     return reduce(op, PerReplica<Tensor>(std::move(scalars)));
   }
+
+  // Splits a dataset batched with the global batch size across the replicas
+  // (see distributed_dataset.h for exactly how). The default and one-device
+  // strategies, and one replica, pass every element through unsplit.
+  DistributedDataset experimental_distribute_dataset(const Dataset& dataset, const InputOptions& options = {});
+  // Calls dataset_fn once with this process's InputContext; replica r of each
+  // step takes the next element of its dataset in turn.
+  DistributedDataset distribute_datasets_from_function(const std::function<Dataset(const InputContext&)>& dataset_fn,
+                                                       const InputOptions& options = {});
 
   // The values of this process's replicas in replica order; a plain value
   // gives a list of one.

@@ -132,6 +132,7 @@ class Tensor {
 
  private:
   friend Tensor internal::allocate_tensor(DType, Shape, void**);
+  friend Tensor concat(const std::vector<Tensor>& tensors);
 
   Tensor(std::shared_ptr<const std::byte> storage, std::size_t offset, Shape shape, DType dtype);
   static Tensor from_bytes(DType dtype, Shape shape, const void* data, std::size_t bytes);
@@ -192,9 +193,11 @@ template <class S>
 Tensor operator/(S a, const Tensor& b) { return internal::scalar_like(b, a) / b; }
 
 // Joins tensors of equal dtype and rank >= 1 along axis 0; all dimensions but
-// the first must match. A single tensor is returned as is (no copy).
+// the first must match. A single tensor, or tensors that are adjacent views
+// of one buffer (consecutive slices), are joined without a copy.
 Tensor concat(const std::vector<Tensor>& tensors);
-// Stacks tensors of equal dtype and shape along a new axis 0.
+// Stacks tensors of equal dtype and shape along a new axis 0 (without a copy
+// when they are consecutive rows of one buffer).
 Tensor stack(const std::vector<Tensor>& tensors);
 
 // True when shapes and dtypes are equal and |a - b| <= atol + rtol * |b|

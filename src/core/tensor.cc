@@ -377,6 +377,14 @@ Tensor concat(const std::vector<Tensor>& tensors) {
   if (tensors.size() == 1) return first;
   Shape shape = first.shape();
   shape[0] = rows;
+  // Consecutive views of one buffer (slices of a batch, rows of
+  // from_tensor_slices) join into one view, without copying.
+  bool adjacent = true;
+  for (std::size_t i = 1; i < tensors.size() && adjacent; ++i) {
+    const Tensor& prev = tensors[i - 1];
+    adjacent = tensors[i].storage_ == first.storage_ && tensors[i].offset_ == prev.offset_ + prev.bytes().size();
+  }
+  if (adjacent) return Tensor(first.storage_, first.offset_, std::move(shape), first.dtype());
   void* out = nullptr;
   Tensor result = internal::allocate_tensor(first.dtype(), std::move(shape), &out);
   auto* dst = static_cast<std::byte*>(out);

@@ -1,0 +1,182 @@
+// Dataset: an input pipeline in the style of tf.data.
+//
+// A Dataset is an immutable description of a sequence of Elements (a Tensor,
+// or a tuple of Tensors such as (features, labels)). Transformations return
+// new Datasets and leave the original unchanged; a Dataset may be copied
+// cheaply and shared between threads. Iterating it (range-for, or
+// make_iterator()) starts over from the beginning every time; shuffle()
+// draws a new order for each iteration unless told otherwise.
+//
+//   auto ds = Dataset::from_tensor_slices({images, labels})
+//                 .shuffle(1024, /*seed=*/42)
+//                 .batch(256)
+//                 .prefetch(2);
+//   for (const Element& batch : ds) { ... batch[0] ... batch[1] ... }
+//
+// Iterators are single-consumer: one thread at a time calls get_next() on a
+// given iterator. Functions passed to map/filter/from_generator may run on
+// background threads (map with num_parallel_calls > 1, prefetch) and must be
+// safe to call from any thread.
+//
+// Errors while iterating: an exception raised by a user function (map,
+// filter, a generator) or by batch (elements of different shapes) surfaces
+// from the get_next() that would have returned the affected element, with its
+// type preserved. The affected element (for batch: the batch being built) is
+// dropped and the iterator stays usable: the next get_next() continues with
+// the following elements.
+#pragma once
+
+#include <cstdint>
+#include <functional>
+#include <memory>
+#include <optional>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "distribute/element.h"
+#include "distribute/internal/input_range.h"
+#include "distribute/tensor.h"
+
+namespace distribute {
+
+namespace internal {
+class DatasetNode;
+class ElementIterator;
+}  // namespace internal
+
+class Dataset {
+ public:
+  // Produces the elements of one iteration, then std::nullopt.
+  using Generator = std::function<std::optional<Element>()>;
+
+  // tf.data.AUTOTUNE for prefetch and num_parallel_calls: let the library pick.
+  static constexpr std::int64_t kAutotune = -1;
+
+  // --- Sources -------------------------------------------------------------
+  // The slices of `tensor` along axis 0 (zero-copy views). InvalidArgumentError for a scalar.
+  static Dataset from_tensor_slices(const Tensor& tensor);
+  // Tuple elements: slice i of every component. All components must have the
+  // same size along axis 0 (InvalidArgumentError naming both otherwise).
+  static Dataset from_tensor_slices(std::vector<Tensor> components);
+  // One element.
+  static Dataset from_tensors(Element element);
+  // int64 scalars start, start + step, ... up to stop (excluded); step != 0.
+  static Dataset range(std::int64_t stop);
+  static Dataset range(std::int64_t start, std::int64_t stop, std::int64_t step = 1);
+  // make() is called at the start of every iteration; the generator it returns
+  // yields the elements until it returns std::nullopt.
+  static Dataset from_generator(std::function<Generator()> make);
+
+  // --- Transformations -----------------------------------------------------
+  // Stacks `batch_size` consecutive elements component-wise (a new axis 0).
+  // The last batch may be smaller unless drop_remainder. Elements of a batch
+  // must have the same structure, shapes and dtypes. InvalidArgumentError for
+  // batch_size <= 0. Stacking consecutive slices of one buffer is zero-copy.
+  Dataset batch(std::int64_t batch_size, bool drop_remainder = false) const;
+  // Splits each element along axis 0 into its rows (the inverse of batch).
+  Dataset unbatch() const;
+  // Applies fn to every element. With num_parallel_calls > 1 (or kAutotune:
+  // one per hardware thread) up to that many calls run at once on background
+  // threads; the output order is the input order.
+  Dataset map(std::function<Element(const Element&)> fn, std::int64_t num_parallel_calls = 1) const;
+  // Keeps the elements for which predicate returns true.
+  Dataset filter(std::function<bool(const Element&)> predicate) const;
+  // Fills a buffer of buffer_size elements and emits a random one of it,
+  // replacing it with the next input element (tf.data's shuffle). The same
+  // seed gives the same order; with reshuffle_each_iteration every iteration
+  // after the first draws a new order (deterministic for a seed too). Without
+  // a seed the order is random. InvalidArgumentError for buffer_size <= 0.
+  Dataset shuffle(std::int64_t buffer_size, std::optional<std::uint64_t> seed = std::nullopt,
+                  bool reshuffle_each_iteration = true) const;
+  // Repeats the dataset `count` times; count = -1 repeats forever (an empty
+  // dataset stays empty).
+  Dataset repeat(std::int64_t count = -1) const;
+  // The first `count` elements (-1: all of them).
+  Dataset take(std::int64_t count) const;
+  // All but the first `count` elements (-1: none).
+  Dataset skip(std::int64_t count) const;
+  // Elements i with i % num_shards == index. InvalidArgumentError unless
+  // num_shards >= 1 and 0 <= index < num_shards.
+  Dataset shard(std::int64_t num_shards, std::int64_t index) const;
+  // A background thread keeps up to buffer_size elements ready (kAutotune:
+  // 2; 0: no prefetching). Destroying the iterator stops the thread, also
+  // when it waits on a full buffer.
+  Dataset prefetch(std::int64_t buffer_size) const;
+  // Re-splits the rows of the batched input into batches of the given sizes,
+  // used cyclically (tf.data's rebatch: like unbatch().batch(), crossing the
+  // input's batch boundaries). Zero sizes give empty batches. A final
+  // smaller batch is kept unless drop_remainder.
+  Dataset rebatch(std::vector<std::int64_t> batch_sizes, bool drop_remainder = false) const;
+  Dataset rebatch(std::int64_t batch_size, bool drop_remainder = false) const;
+
+  // The batch size of the last batch() (or rebatch() with one size) in the
+  // pipeline, when transformations since keep it; std::nullopt when unknown
+  // (TF's compute_batch_size).
+  std::optional<std::int64_t> static_batch_size() const;
+  // "Batch(2) <- TensorSlices" style description, for error messages and tests.
+  std::string describe() const;
+
+  // --- Iteration -----------------------------------------------------------
+  class Iterator {
+   public:
+    Iterator(Iterator&&) noexcept;
+    Iterator& operator=(Iterator&&) noexcept;
+    ~Iterator();
+
+    // The next element; OutOfRangeError ("End of sequence") at the end.
+    Element get_next();
+    // The next element, or std::nullopt at the end (and after it).
+    std::optional<Element> get_next_as_optional();
+
+   private:
+    friend class Dataset;
+    explicit Iterator(std::unique_ptr<internal::ElementIterator> impl);
+    std::unique_ptr<internal::ElementIterator> impl_;
+  };
+
+  // A fresh iterator, at the start of the dataset.
+  Iterator make_iterator() const;
+
+  // Range-for support: `for (const Element& e : dataset)`; each loop is a
+  // new iteration.
+  using RangeIterator = internal::InputRange<Iterator, Element>;
+  RangeIterator begin() const;
+  RangeIterator end() const { return {}; }
+
+  explicit Dataset(std::shared_ptr<const internal::DatasetNode> node);
+  const std::shared_ptr<const internal::DatasetNode>& node() const noexcept { return node_; }
+
+ private:
+  std::shared_ptr<const internal::DatasetNode> node_;
+};
+
+// --- Files ---------------------------------------------------------------
+
+struct CsvOptions {
+  char delimiter = ',';
+  // Skip the first line (column names).
+  bool header = false;
+};
+
+// Reads a numeric CSV file into a float64 Tensor of shape [rows, columns].
+// Every line must have the same number of fields. Raises NotFoundError when
+// the file cannot be opened and InvalidArgumentError naming the file, line
+// and field for a malformed line.
+Tensor load_csv(const std::string& path, const CsvOptions& options = {});
+
+// The handwritten-digits data set shipped with the project (1797 8x8 images,
+// UCI / scikit-learn; see data/README.md): images float32 [N, 64] with pixel
+// values 0..16, labels int32 [N] in 0..9.
+struct Digits {
+  Tensor images;
+  Tensor labels;
+};
+// Loads it from `path` (default: default_digits_path()).
+Digits load_digits(const std::string& path);
+Digits load_digits();
+// The installed data/digits.csv, or the source tree's when running from a
+// build tree.
+std::string default_digits_path();
+
+}  // namespace distribute

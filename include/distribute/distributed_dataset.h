@@ -1,0 +1,142 @@
+// Distributed input: a Dataset split across the replicas of a strategy.
+//
+// strategy.experimental_distribute_dataset(dataset) expects `dataset` to be
+// batched with the GLOBAL batch size G and splits every global batch across
+// the N replicas as TF does: replica sizes differ by at most one, larger
+// first (G=4 on 3 replicas: 2, 1, 1; G=5 on 2: 3, 2). The split re-cuts the
+// stream of rows (TF's rebatch), so a final partial batch is cut by the same
+// sizes in turn (6 rows with G=8 on 2 replicas: 4, 2; 2 rows with G=4 on 3
+// replicas: 2, 0, 0). Replicas left without rows get an empty batch (first
+// dimension 0), and iteration ends only when no replica has data. Where a
+// replica's rows lie inside one input batch they are a zero-copy slice of it.
+// A dataset whose batch size is unknown (no batch(), or a transformation
+// after it that may change it) has each element split into N pieces of
+// ceil(B/N) rows (TF's legacy rebatch); scalar elements cannot be split and
+// raise InvalidArgumentError. With one replica nothing is split.
+//
+// strategy.distribute_datasets_from_function(fn) calls fn once with an
+// InputContext and gives replica r of step k element k*N + r of the dataset
+// fn returns (batch it with the per-replica batch size).
+//
+// Each step is a PerReplica<Element>: for a single-tensor dataset replica r's
+// value is its batch (an Element converts to `const Tensor&`); for a tuple
+// dataset it is replica r's (features, labels) tuple. TF's regrouping gives
+// a tuple of PerReplica instead; regroup(step) returns exactly that.
+//
+// Overlap: the iterator prepares up to
+// InputOptions::experimental_per_replica_buffer_size steps ahead on a
+// background thread while the current step runs.
+#pragma once
+
+#include <cstdint>
+#include <functional>
+#include <memory>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "distribute/dataset.h"
+#include "distribute/distributed_values.h"
+#include "distribute/element.h"
+#include "distribute/internal/input_range.h"
+
+namespace distribute {
+
+namespace internal {
+class StepSource;
+}
+
+// What distribute_datasets_from_function tells the dataset function
+// (tf.distribute.InputContext).
+class InputContext {
+ public:
+  InputContext(int num_input_pipelines = 1, int input_pipeline_id = 0, int num_replicas_in_sync = 1);
+
+  int num_input_pipelines() const noexcept { return num_input_pipelines_; }
+  int input_pipeline_id() const noexcept { return input_pipeline_id_; }
+  int num_replicas_in_sync() const noexcept { return num_replicas_in_sync_; }
+  // global_batch_size / num_replicas_in_sync; InvalidArgumentError when it
+  // does not divide.
+  std::int64_t get_per_replica_batch_size(std::int64_t global_batch_size) const;
+  // "tf.distribute.InputContext(input pipeline id 0, total: 1)"
+  std::string to_string() const;
+
+ private:
+  int num_input_pipelines_;
+  int input_pipeline_id_;
+  int num_replicas_in_sync_;
+};
+
+struct InputOptions {
+  // Steps prepared ahead of the one being consumed, on a background thread;
+  // 0 prepares each step inside get_next().
+  int experimental_per_replica_buffer_size = 1;
+};
+
+// TF's batch_sizes_for_worker: the per-replica batch sizes that worker
+// `worker_index` cuts its stream into, so that the num_workers *
+// num_replicas_per_worker sub-batches of a global batch differ by at most one
+// and sum to global_batch_size.
+std::vector<std::int64_t> batch_sizes_for_worker(std::int64_t global_batch_size, int num_workers,
+                                                 int num_replicas_per_worker, int worker_index);
+
+// One pass over a distributed dataset. Single consumer; call from outside
+// replica functions.
+class DistributedIterator {
+ public:
+  DistributedIterator(DistributedIterator&&) noexcept;
+  DistributedIterator& operator=(DistributedIterator&&) noexcept;
+  ~DistributedIterator();
+
+  // The next step; OutOfRangeError ("End of sequence") at the end.
+  // FailedPreconditionError when called from inside a replica function.
+  PerReplica<Element> get_next();
+  // The next step, or std::nullopt at the end (and after it).
+  std::optional<PerReplica<Element>> get_next_as_optional();
+
+ private:
+  friend class DistributedDataset;
+  DistributedIterator(std::unique_ptr<internal::StepSource> source, int buffer_size);
+  struct Impl;
+  std::unique_ptr<Impl> impl_;
+};
+
+// An Iterable of per-replica steps (TF's DistributedDataset). Iterating again
+// starts over (a new epoch).
+class DistributedDataset {
+ public:
+  int num_replicas_in_sync() const noexcept { return num_replicas_; }
+
+  DistributedIterator make_iterator() const;
+
+  using RangeIterator = internal::InputRange<DistributedIterator, PerReplica<Element>>;
+  RangeIterator begin() const { return RangeIterator(std::make_shared<DistributedIterator>(make_iterator())); }
+  RangeIterator end() const { return {}; }
+
+  // Folds every step into a state: state = reduce_func(state, step), over a
+  // new iterator; returns the final state.
+  template <class State, class F>
+  State reduce(State initial_state, F&& reduce_func) const {
+    DistributedIterator it = make_iterator();
+    State state = std::move(initial_state);
+    while (std::optional<PerReplica<Element>> step = it.get_next_as_optional()) {
+      state = reduce_func(std::move(state), *step);
+    }
+    return state;
+  }
+
+  // How the steps are made: replica r of a step takes the next element of
+  // `per_replica` (already split), N elements a step.
+  DistributedDataset(Dataset per_replica, int num_replicas, InputOptions options);
+
+ private:
+  Dataset per_replica_;
+  int num_replicas_;
+  InputOptions options_;
+};
+
+// TF's regrouped form of a step: one PerReplica per component (for a
+// (features, labels) dataset: [PerReplica features, PerReplica labels]).
+std::vector<PerReplica<Tensor>> regroup(const PerReplica<Element>& step);
+
+}  // namespace distribute

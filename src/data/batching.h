@@ -1,0 +1,33 @@
+// Helpers shared by batch, rebatch and the distributed iterator.
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "distribute/element.h"
+
+namespace distribute::internal {
+
+// Stacks elements component-wise along a new axis 0. `first_index` is the
+// position of rows[0] in the input stream, for error messages. Raises
+// InvalidArgumentError when structures, shapes or dtypes differ, naming the
+// element index and both shapes.
+Element stack_elements(const std::vector<Element>& rows, std::int64_t first_index, const char* op);
+
+// Concatenates batched elements component-wise along axis 0 (zero-copy for
+// adjacent slices).
+Element concat_elements(const std::vector<Element>& parts);
+
+// Rows [begin, end) of every component (zero-copy).
+Element slice_element(const Element& e, std::int64_t begin, std::int64_t end);
+
+// Size along axis 0, checked to be the same for every component.
+std::int64_t batch_dim(const Element& e, const char* op);
+
+// An element like `like` with 0 rows in every component (TF's dummy value for
+// replicas without data): rank >= 1 components get first dimension 0,
+// scalars become zeros of the same dtype.
+Element empty_like(const Element& like);
+
+}  // namespace distribute::internal

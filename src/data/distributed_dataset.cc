@@ -1,0 +1,261 @@
+// Splitting input across replicas (TF's input_lib / RebatchDatasetV2).
+//
+// A distributed dataset is a stream of per-replica elements cut from the
+// user's dataset; a step takes the next N of them, replica r getting the r-th
+// (TF's MultiDeviceIterator hands them round-robin to the devices).
+//   - experimental_distribute_dataset with a known global batch size G:
+//     rebatch(batch_sizes_for_worker(G, 1, N, 0)), which re-cuts the rows
+//     into sizes floor(G/N)+1 (for the first G mod N replicas) and floor(G/N).
+//   - unknown batch size: every element is split into N pieces of ceil(B/N)
+//     rows (TF's legacy rebatch), the trailing pieces smaller or empty.
+//   - distribute_datasets_from_function: the function's dataset as it is.
+// When the stream ends inside a step, the replicas still without an element
+// get an empty one shaped like the step's first element (TF's dummy value),
+// so a step exists while any replica has data.
+#include "distribute/distributed_dataset.h"
+
+#include <utility>
+
+#include "data/batching.h"
+#include "data/dataset_node.h"
+#include "data/prefetcher.h"
+#include "distribute/errors.h"
+#include "distribute/strategy.h"
+#include "strategy/context.h"
+
+namespace distribute {
+namespace internal {
+
+// Builds steps of N elements from the per-replica stream.
+class StepSource {
+ public:
+  StepSource(Dataset::Iterator stream, int num_replicas) : stream_(std::move(stream)), num_replicas_(num_replicas) {}
+
+  std::optional<PerReplica<Element>> next() {
+    // pending_ persists across calls: an exception from the pipeline loses
+    // only the element it was raised for.
+    while (static_cast<int>(pending_.size()) < num_replicas_ && !ended_) {
+      std::optional<Element> e = stream_.get_next_as_optional();
+      if (!e.has_value()) {
+        ended_ = true;
+        break;
+      }
+      pending_.push_back(std::move(*e));
+    }
+    if (pending_.empty()) return std::nullopt;
+    while (static_cast<int>(pending_.size()) < num_replicas_) pending_.push_back(empty_like(pending_.front()));
+    PerReplica<Element> step(std::move(pending_));
+    pending_.clear();
+    return step;
+  }
+
+ private:
+  Dataset::Iterator stream_;
+  int num_replicas_;
+  std::vector<Element> pending_;
+  bool ended_ = false;
+};
+
+namespace {
+
+// TF's legacy rebatch: each element split into N pieces of ceil(B/N) rows.
+class SplitNode final : public DatasetNode {
+ public:
+  SplitNode(Dataset input, int pieces) : input_(std::move(input)), pieces_(pieces) {}
+  std::unique_ptr<ElementIterator> make_iterator() const override {
+    class It final : public ElementIterator {
+     public:
+      It(Dataset::Iterator input, int pieces) : input_(std::move(input)), pieces_(pieces) {}
+      std::optional<Element> next() override {
+        if (!current_.has_value() || piece_ == pieces_) {
+          current_.reset();
+          std::optional<Element> e = input_.get_next_as_optional();
+          if (!e.has_value()) return std::nullopt;
+          for (const Tensor& c : e->components()) {
+            if (c.rank() == 0) {
+              throw InvalidArgumentError("experimental_distribute_dataset: cannot split a dataset of scalar elements "
+                                         "across " + std::to_string(pieces_) + " replicas; call batch() on the "
+                                         "dataset with the global batch size first");
+            }
+          }
+          rows_ = batch_dim(*e, "experimental_distribute_dataset");
+          current_ = std::move(e);
+          piece_ = 0;
+        }
+        const std::int64_t per = (rows_ + pieces_ - 1) / pieces_;
+        const std::int64_t begin = std::min(rows_, per * piece_);
+        const std::int64_t end = std::min(rows_, begin + per);
+        ++piece_;
+        return slice_element(*current_, begin, end);
+      }
+
+     private:
+      Dataset::Iterator input_;
+      int pieces_;
+      std::optional<Element> current_;
+      std::int64_t rows_ = 0;
+      int piece_ = 0;
+    };
+    return std::make_unique<It>(input_.make_iterator(), pieces_);
+  }
+  std::string describe() const override { return "Split(" + std::to_string(pieces_) + ") <- " + input_.describe(); }
+
+ private:
+  Dataset input_;
+  int pieces_;
+};
+
+void require_outside_replica_function(const char* method) {
+  const ThreadMode* mode = current_mode();
+  if (mode != nullptr && mode->replica != nullptr) {
+    throw FailedPreconditionError(std::string(method) +
+                                  " should be called from outside of the replica function (replica " +
+                                  std::to_string(mode->replica->replica_id_in_sync_group()) +
+                                  "), e.g. strategy.run(replica_fn, iterator.get_next())");
+  }
+}
+
+}  // namespace
+}  // namespace internal
+
+InputContext::InputContext(int num_input_pipelines, int input_pipeline_id, int num_replicas_in_sync)
+    : num_input_pipelines_(num_input_pipelines),
+      input_pipeline_id_(input_pipeline_id),
+      num_replicas_in_sync_(num_replicas_in_sync) {
+  if (num_input_pipelines < 1 || input_pipeline_id < 0 || input_pipeline_id >= num_input_pipelines ||
+      num_replicas_in_sync < 1) {
+    throw InvalidArgumentError("InputContext: expected num_input_pipelines >= 1, 0 <= input_pipeline_id < "
+                               "num_input_pipelines and num_replicas_in_sync >= 1, got (" +
+                               std::to_string(num_input_pipelines) + ", " + std::to_string(input_pipeline_id) + ", " +
+                               std::to_string(num_replicas_in_sync) + ")");
+  }
+}
+
+std::int64_t InputContext::get_per_replica_batch_size(std::int64_t global_batch_size) const {
+  if (global_batch_size % num_replicas_in_sync_ != 0) {
+    throw InvalidArgumentError("The global batch size " + std::to_string(global_batch_size) +
+                               " is not divisible by num_replicas_in_sync " + std::to_string(num_replicas_in_sync_));
+  }
+  return global_batch_size / num_replicas_in_sync_;
+}
+
+std::string InputContext::to_string() const {
+  return "tf.distribute.InputContext(input pipeline id " + std::to_string(input_pipeline_id_) +
+         ", total: " + std::to_string(num_input_pipelines_) + ")";
+}
+
+std::vector<std::int64_t> batch_sizes_for_worker(std::int64_t global_batch_size, int num_workers,
+                                                 int num_replicas_per_worker, int worker_index) {
+  if (global_batch_size < 0 || num_workers < 1 || num_replicas_per_worker < 1 || worker_index < 0 ||
+      worker_index >= num_workers) {
+    throw InvalidArgumentError("batch_sizes_for_worker: expected global_batch_size >= 0, num_workers >= 1, "
+                               "num_replicas_per_worker >= 1 and 0 <= worker_index < num_workers, got (" +
+                               std::to_string(global_batch_size) + ", " + std::to_string(num_workers) + ", " +
+                               std::to_string(num_replicas_per_worker) + ", " + std::to_string(worker_index) + ")");
+  }
+  // All sub-batches of the global batch, larger ones first, then worker w's
+  // share is the list rotated left by w * R (TF's assignment).
+  const std::int64_t subs = static_cast<std::int64_t>(num_workers) * num_replicas_per_worker;
+  const std::int64_t floor = global_batch_size / subs;
+  const std::int64_t num_ceil = global_batch_size - subs * floor;
+  std::vector<std::int64_t> all(static_cast<std::size_t>(subs), floor);
+  for (std::int64_t i = 0; i < num_ceil; ++i) all[static_cast<std::size_t>(i)] += 1;
+  std::vector<std::int64_t> mine(all.size());
+  const std::size_t shift = static_cast<std::size_t>(worker_index) * static_cast<std::size_t>(num_replicas_per_worker);
+  for (std::size_t i = 0; i < all.size(); ++i) mine[i] = all[(i + shift) % all.size()];
+  return mine;
+}
+
+struct DistributedIterator::Impl {
+  std::unique_ptr<internal::StepSource> source;
+  // With a buffer: a background thread runs `source` ahead of the consumer.
+  std::unique_ptr<internal::Prefetcher<PerReplica<Element>>> prefetcher;
+};
+
+DistributedIterator::DistributedIterator(std::unique_ptr<internal::StepSource> source, int buffer_size)
+    : impl_(std::make_unique<Impl>()) {
+  impl_->source = std::move(source);
+  if (buffer_size > 0) {
+    internal::StepSource* src = impl_->source.get();
+    impl_->prefetcher = std::make_unique<internal::Prefetcher<PerReplica<Element>>>(
+        [src] { return src->next(); }, static_cast<std::size_t>(buffer_size));
+  }
+}
+
+DistributedIterator::DistributedIterator(DistributedIterator&&) noexcept = default;
+DistributedIterator& DistributedIterator::operator=(DistributedIterator&&) noexcept = default;
+DistributedIterator::~DistributedIterator() {
+  if (impl_) impl_->prefetcher.reset();  // stop the thread before the source it reads
+}
+
+std::optional<PerReplica<Element>> DistributedIterator::get_next_as_optional() {
+  internal::require_outside_replica_function("DistributedIterator::get_next_as_optional");
+  return impl_->prefetcher ? impl_->prefetcher->next() : impl_->source->next();
+}
+
+PerReplica<Element> DistributedIterator::get_next() {
+  internal::require_outside_replica_function("DistributedIterator::get_next");
+  std::optional<PerReplica<Element>> step = impl_->prefetcher ? impl_->prefetcher->next() : impl_->source->next();
+  if (!step.has_value()) throw OutOfRangeError("End of sequence");
+  return std::move(*step);
+}
+
+DistributedDataset::DistributedDataset(Dataset per_replica, int num_replicas, InputOptions options)
+    : per_replica_(std::move(per_replica)), num_replicas_(num_replicas), options_(options) {
+  if (options_.experimental_per_replica_buffer_size < 0) {
+    throw InvalidArgumentError("InputOptions: expected experimental_per_replica_buffer_size >= 0, got " +
+                               std::to_string(options_.experimental_per_replica_buffer_size));
+  }
+}
+
+DistributedIterator DistributedDataset::make_iterator() const {
+  return DistributedIterator(std::make_unique<internal::StepSource>(per_replica_.make_iterator(), num_replicas_),
+                             options_.experimental_per_replica_buffer_size);
+}
+
+std::vector<PerReplica<Tensor>> regroup(const PerReplica<Element>& step) {
+  const std::size_t components = step.primary().size();
+  std::vector<PerReplica<Tensor>> out;
+  out.reserve(components);
+  for (std::size_t c = 0; c < components; ++c) {
+    std::vector<Tensor> values;
+    values.reserve(step.values().size());
+    for (const Element& e : step) values.push_back(e[c]);
+    out.emplace_back(std::move(values));
+  }
+  return out;
+}
+
+DistributedDataset Strategy::experimental_distribute_dataset(const Dataset& dataset, const InputOptions& options) {
+  const int n = num_replicas_in_sync();
+  if (n == 1) return DistributedDataset(dataset, 1, options);
+  if (std::optional<std::int64_t> global = dataset.static_batch_size()) {
+    return DistributedDataset(dataset.rebatch(batch_sizes_for_worker(*global, 1, n, 0)), n, options);
+  }
+  return DistributedDataset(Dataset(std::make_shared<internal::SplitNode>(dataset, n)), n, options);
+}
+
+DistributedDataset Strategy::distribute_datasets_from_function(
+    const std::function<Dataset(const InputContext&)>& dataset_fn, const InputOptions& options) {
+  if (!dataset_fn) {
+    throw InvalidArgumentError("Strategy::distribute_datasets_from_function: expected a function, got an empty one");
+  }
+  const int n = num_replicas_in_sync();
+  const InputContext context = kind_ == Kind::kMirrored ? InputContext(1, 0, n) : InputContext();
+  return DistributedDataset(dataset_fn(context), n, options);
+}
+
+Tensor Strategy::reduce(ReduceOp op, const PerReplica<Element>& value, std::optional<int> axis) {
+  std::vector<Tensor> tensors;
+  tensors.reserve(value.values().size());
+  for (const Element& e : value) {
+    if (e.is_tuple()) {
+      throw InvalidArgumentError("Strategy::reduce: expected single-tensor elements, got tuples of " +
+                                 std::to_string(e.size()) + " components; reduce one component, e.g. regroup(value)[0]");
+    }
+    tensors.push_back(e.tensor());
+  }
+  return reduce(op, PerReplica<Tensor>(std::move(tensors)), axis);
+}
+
+}  // namespace distribute

@@ -1,0 +1,102 @@
+// Prefetcher<T>: a background thread that calls produce() ahead of the
+// consumer and keeps up to `depth` results in a bounded queue. Exceptions
+// from produce() are queued in order and rethrown by next(); production then
+// goes on. The destructor stops the thread, also when it waits on a full
+// queue; it cannot interrupt a produce() call that itself blocks forever.
+#pragma once
+
+#include <condition_variable>
+#include <cstddef>
+#include <deque>
+#include <exception>
+#include <functional>
+#include <mutex>
+#include <optional>
+#include <thread>
+#include <utility>
+#include <variant>
+
+namespace distribute::internal {
+
+template <class T>
+class Prefetcher {
+ public:
+  // produce() returns the next value, or std::nullopt at the end.
+  Prefetcher(std::function<std::optional<T>()> produce, std::size_t depth)
+      : produce_(std::move(produce)), depth_(depth == 0 ? 1 : depth), thread_([this] { loop(); }) {}
+
+  ~Prefetcher() {
+    {
+      std::lock_guard<std::mutex> lock(mutex_);
+      stopping_ = true;
+    }
+    space_.notify_all();
+    thread_.join();
+  }
+
+  Prefetcher(const Prefetcher&) = delete;
+  Prefetcher& operator=(const Prefetcher&) = delete;
+
+  // The next value, std::nullopt at the end (and after it); rethrows a
+  // queued exception.
+  std::optional<T> next() {
+    std::unique_lock<std::mutex> lock(mutex_);
+    ready_.wait(lock, [this] { return !queue_.empty() || finished_; });
+    if (queue_.empty()) return std::nullopt;
+    Item item = std::move(queue_.front());
+    queue_.pop_front();
+    lock.unlock();
+    space_.notify_one();
+    if (auto* error = std::get_if<std::exception_ptr>(&item)) std::rethrow_exception(*error);
+    return std::move(std::get<T>(item));
+  }
+
+ private:
+  using Item = std::variant<T, std::exception_ptr>;
+
+  void loop() {
+    while (true) {
+      {
+        std::unique_lock<std::mutex> lock(mutex_);
+        space_.wait(lock, [this] { return queue_.size() < depth_ || stopping_; });
+        if (stopping_) break;
+      }
+      std::optional<Item> item;
+      bool end = false;
+      try {
+        std::optional<T> value = produce_();
+        if (value.has_value()) {
+          item.emplace(std::in_place_index<0>, std::move(*value));
+        } else {
+          end = true;
+        }
+      } catch (...) {
+        item.emplace(std::in_place_index<1>, std::current_exception());
+      }
+      {
+        std::lock_guard<std::mutex> lock(mutex_);
+        if (end) {
+          finished_ = true;
+        } else {
+          queue_.push_back(std::move(*item));
+        }
+      }
+      ready_.notify_one();
+      if (end) return;
+    }
+    std::lock_guard<std::mutex> lock(mutex_);
+    finished_ = true;
+  }
+
+  std::function<std::optional<T>()> produce_;
+  const std::size_t depth_;
+  std::mutex mutex_;
+  std::condition_variable ready_;  // consumer waits: queue not empty or finished
+  std::condition_variable space_;  // producer waits: room in the queue or stopping
+  std::deque<Item> queue_;
+  bool finished_ = false;
+  bool stopping_ = false;
+  std::thread thread_;  // last: starts after every other member is ready
+};
+
+}  // namespace distribute::internal

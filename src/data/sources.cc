@@ -1,0 +1,193 @@
+// Dataset sources and iteration entry points.
+#include <utility>
+
+#include "data/dataset_node.h"
+#include "distribute/errors.h"
+
+namespace distribute {
+namespace internal {
+namespace {
+
+class TensorSlicesNode final : public DatasetNode {
+ public:
+  TensorSlicesNode(std::vector<Tensor> components, bool is_tuple)
+      : components_(std::move(components)), is_tuple_(is_tuple) {}
+
+  std::unique_ptr<ElementIterator> make_iterator() const override {
+    class It final : public ElementIterator {
+     public:
+      // Iterators own what they read (copies of Tensors share buffers), so
+      // they outlive the Dataset they came from.
+      It(std::vector<Tensor> components, bool is_tuple) : components_(std::move(components)), is_tuple_(is_tuple) {}
+      std::optional<Element> next() override {
+        if (index_ >= components_[0].dim(0)) return std::nullopt;
+        std::vector<Tensor> row;
+        row.reserve(components_.size());
+        for (const Tensor& c : components_) row.push_back(c[index_]);
+        ++index_;
+        if (!is_tuple_) return Element(std::move(row[0]));
+        return Element(std::move(row));
+      }
+
+     private:
+      std::vector<Tensor> components_;
+      bool is_tuple_;
+      std::int64_t index_ = 0;
+    };
+    return std::make_unique<It>(components_, is_tuple_);
+  }
+  std::string describe() const override { return "TensorSlices"; }
+
+ private:
+  std::vector<Tensor> components_;
+  bool is_tuple_;
+};
+
+class TensorsNode final : public DatasetNode {
+ public:
+  explicit TensorsNode(Element element) : element_(std::move(element)) {}
+  std::unique_ptr<ElementIterator> make_iterator() const override {
+    class It final : public ElementIterator {
+     public:
+      explicit It(Element e) : element_(std::move(e)) {}
+      std::optional<Element> next() override {
+        if (done_) return std::nullopt;
+        done_ = true;
+        return element_;
+      }
+
+     private:
+      Element element_;
+      bool done_ = false;
+    };
+    return std::make_unique<It>(element_);
+  }
+  std::string describe() const override { return "Tensors"; }
+
+ private:
+  Element element_;
+};
+
+class RangeNode final : public DatasetNode {
+ public:
+  RangeNode(std::int64_t start, std::int64_t stop, std::int64_t step) : start_(start), stop_(stop), step_(step) {}
+  std::unique_ptr<ElementIterator> make_iterator() const override {
+    class It final : public ElementIterator {
+     public:
+      It(std::int64_t start, std::int64_t stop, std::int64_t step) : next_(start), stop_(stop), step_(step) {}
+      std::optional<Element> next() override {
+        if (step_ > 0 ? next_ >= stop_ : next_ <= stop_) return std::nullopt;
+        const std::int64_t v = next_;
+        next_ += step_;
+        return Element(Tensor(v));
+      }
+
+     private:
+      std::int64_t next_, stop_, step_;
+    };
+    return std::make_unique<It>(start_, stop_, step_);
+  }
+  std::string describe() const override {
+    return "Range(" + std::to_string(start_) + ", " + std::to_string(stop_) + ", " + std::to_string(step_) + ")";
+  }
+
+ private:
+  std::int64_t start_, stop_, step_;
+};
+
+class GeneratorNode final : public DatasetNode {
+ public:
+  explicit GeneratorNode(std::function<Dataset::Generator()> make) : make_(std::move(make)) {}
+  std::unique_ptr<ElementIterator> make_iterator() const override {
+    class It final : public ElementIterator {
+     public:
+      explicit It(Dataset::Generator gen) : gen_(std::move(gen)) {}
+      std::optional<Element> next() override {
+        if (done_) return std::nullopt;
+        std::optional<Element> e = gen_();
+        if (!e.has_value()) done_ = true;
+        return e;
+      }
+
+     private:
+      Dataset::Generator gen_;
+      bool done_ = false;
+    };
+    Dataset::Generator gen = make_();
+    if (!gen) throw InvalidArgumentError("Dataset::from_generator: expected make() to return a generator, got an empty function");
+    return std::make_unique<It>(std::move(gen));
+  }
+  std::string describe() const override { return "Generator"; }
+
+ private:
+  std::function<Dataset::Generator()> make_;
+};
+
+}  // namespace
+}  // namespace internal
+
+Dataset::Dataset(std::shared_ptr<const internal::DatasetNode> node) : node_(std::move(node)) {}
+
+Dataset Dataset::from_tensor_slices(const Tensor& tensor) {
+  if (tensor.rank() == 0) {
+    throw InvalidArgumentError("Dataset::from_tensor_slices: expected a tensor of rank >= 1 to slice along axis 0, "
+                               "got a scalar " + tensor.to_string());
+  }
+  return Dataset(std::make_shared<internal::TensorSlicesNode>(std::vector<Tensor>{tensor}, false));
+}
+
+Dataset Dataset::from_tensor_slices(std::vector<Tensor> components) {
+  if (components.empty()) throw InvalidArgumentError("Dataset::from_tensor_slices: expected at least one tensor, got none");
+  for (std::size_t i = 0; i < components.size(); ++i) {
+    if (components[i].rank() == 0) {
+      throw InvalidArgumentError("Dataset::from_tensor_slices: expected tensors of rank >= 1, got a scalar as component " +
+                                 std::to_string(i));
+    }
+    if (components[i].dim(0) != components[0].dim(0)) {
+      throw InvalidArgumentError("Dataset::from_tensor_slices: expected all components to have the same size along "
+                                 "axis 0, got " + std::to_string(components[0].dim(0)) + " for component 0 (shape " +
+                                 shape_string(components[0].shape()) + ") and " + std::to_string(components[i].dim(0)) +
+                                 " for component " + std::to_string(i) + " (shape " +
+                                 shape_string(components[i].shape()) + ")");
+    }
+  }
+  return Dataset(std::make_shared<internal::TensorSlicesNode>(std::move(components), true));
+}
+
+Dataset Dataset::from_tensors(Element element) {
+  return Dataset(std::make_shared<internal::TensorsNode>(std::move(element)));
+}
+
+Dataset Dataset::range(std::int64_t stop) { return range(0, stop, 1); }
+
+Dataset Dataset::range(std::int64_t start, std::int64_t stop, std::int64_t step) {
+  if (step == 0) throw InvalidArgumentError("Dataset::range: expected a non-zero step, got 0");
+  return Dataset(std::make_shared<internal::RangeNode>(start, stop, step));
+}
+
+Dataset Dataset::from_generator(std::function<Generator()> make) {
+  if (!make) throw InvalidArgumentError("Dataset::from_generator: expected a function, got an empty one");
+  return Dataset(std::make_shared<internal::GeneratorNode>(std::move(make)));
+}
+
+std::optional<std::int64_t> Dataset::static_batch_size() const { return node_->static_batch_size(); }
+std::string Dataset::describe() const { return node_->describe(); }
+
+Dataset::Iterator::Iterator(std::unique_ptr<internal::ElementIterator> impl) : impl_(std::move(impl)) {}
+Dataset::Iterator::Iterator(Iterator&&) noexcept = default;
+Dataset::Iterator& Dataset::Iterator::operator=(Iterator&&) noexcept = default;
+Dataset::Iterator::~Iterator() = default;
+
+Element Dataset::Iterator::get_next() {
+  std::optional<Element> e = impl_->next();
+  if (!e.has_value()) throw OutOfRangeError("End of sequence");
+  return std::move(*e);
+}
+
+std::optional<Element> Dataset::Iterator::get_next_as_optional() { return impl_->next(); }
+
+Dataset::Iterator Dataset::make_iterator() const { return Iterator(node_->make_iterator()); }
+
+Dataset::RangeIterator Dataset::begin() const { return RangeIterator(std::make_shared<Iterator>(make_iterator())); }
+
+}  // namespace distribute

@@ -1,0 +1,408 @@
+// Element-wise and order transformations: map, filter, shuffle, repeat,
+// take, skip, shard, prefetch.
+#include <algorithm>
+#include <atomic>
+#include <condition_variable>
+#include <deque>
+#include <future>
+#include <mutex>
+#include <random>
+#include <thread>
+#include <utility>
+
+#include "data/dataset_node.h"
+#include "data/prefetcher.h"
+#include "distribute/errors.h"
+
+namespace distribute {
+namespace internal {
+namespace {
+
+// Base of nodes with one input that keep its batch size.
+class UnaryNode : public DatasetNode {
+ public:
+  explicit UnaryNode(Dataset input) : input_(std::move(input)) {}
+  std::optional<std::int64_t> static_batch_size() const override { return input_.static_batch_size(); }
+
+ protected:
+  Dataset input_;
+};
+
+using MapFn = std::function<Element(const Element&)>;
+
+class MapIt final : public ElementIterator {
+ public:
+  MapIt(Dataset::Iterator input, std::shared_ptr<const MapFn> fn) : input_(std::move(input)), fn_(std::move(fn)) {}
+  std::optional<Element> next() override {
+    std::optional<Element> e = input_.get_next_as_optional();
+    if (!e.has_value()) return std::nullopt;
+    return (*fn_)(*e);
+  }
+
+ private:
+  Dataset::Iterator input_;
+  std::shared_ptr<const MapFn> fn_;
+};
+
+// Keeps up to `parallelism` calls of fn in flight on worker threads. The
+// consumer pulls input elements itself (so the input iterator stays
+// single-threaded), hands them to the workers, and returns results in input
+// order. An exception (from fn or from the input) is stored in its slot and
+// rethrown when that slot's turn comes.
+class ParallelMapIt final : public ElementIterator {
+ public:
+  ParallelMapIt(Dataset::Iterator input, std::shared_ptr<const MapFn> fn, std::size_t parallelism)
+      : input_(std::move(input)), fn_(std::move(fn)), parallelism_(parallelism) {
+    workers_.reserve(parallelism_);
+    for (std::size_t i = 0; i < parallelism_; ++i) workers_.emplace_back([this] { work(); });
+  }
+
+  ~ParallelMapIt() override {
+    {
+      std::lock_guard<std::mutex> lock(mutex_);
+      stopping_ = true;
+    }
+    wake_.notify_all();
+    for (auto& w : workers_) w.join();
+  }
+
+  std::optional<Element> next() override {
+    while (in_flight_.size() < parallelism_ && !input_done_) {
+      std::promise<Element> slot;
+      in_flight_.push_back(slot.get_future());
+      try {
+        std::optional<Element> e = input_.get_next_as_optional();
+        if (!e.has_value()) {
+          in_flight_.pop_back();
+          input_done_ = true;
+          break;
+        }
+        {
+          std::lock_guard<std::mutex> lock(mutex_);
+          tasks_.push_back({std::move(*e), std::move(slot)});
+        }
+        wake_.notify_one();
+      } catch (...) {
+        slot.set_exception(std::current_exception());
+      }
+    }
+    if (in_flight_.empty()) return std::nullopt;
+    std::future<Element> front = std::move(in_flight_.front());
+    in_flight_.pop_front();
+    return front.get();
+  }
+
+ private:
+  struct Task {
+    Element input;
+    std::promise<Element> output;
+  };
+
+  void work() {
+    while (true) {
+      Task task{Tensor(), {}};
+      {
+        std::unique_lock<std::mutex> lock(mutex_);
+        wake_.wait(lock, [this] { return stopping_ || !tasks_.empty(); });
+        if (stopping_) return;
+        task = std::move(tasks_.front());
+        tasks_.pop_front();
+      }
+      try {
+        task.output.set_value((*fn_)(task.input));
+      } catch (...) {
+        task.output.set_exception(std::current_exception());
+      }
+    }
+  }
+
+  Dataset::Iterator input_;
+  std::shared_ptr<const MapFn> fn_;
+  const std::size_t parallelism_;
+  std::deque<std::future<Element>> in_flight_;  // consumer only
+  bool input_done_ = false;                     // consumer only
+  std::mutex mutex_;
+  std::condition_variable wake_;
+  std::deque<Task> tasks_;
+  bool stopping_ = false;
+  std::vector<std::thread> workers_;
+};
+
+class MapNode final : public UnaryNode {
+ public:
+  MapNode(Dataset input, MapFn fn, std::size_t parallelism)
+      : UnaryNode(std::move(input)), fn_(std::make_shared<const MapFn>(std::move(fn))), parallelism_(parallelism) {}
+  std::unique_ptr<ElementIterator> make_iterator() const override {
+    if (parallelism_ <= 1) return std::make_unique<MapIt>(input_.make_iterator(), fn_);
+    return std::make_unique<ParallelMapIt>(input_.make_iterator(), fn_, parallelism_);
+  }
+  std::string describe() const override {
+    return "Map(parallel=" + std::to_string(parallelism_) + ") <- " + input_.describe();
+  }
+
+ private:
+  std::shared_ptr<const MapFn> fn_;
+  std::size_t parallelism_;
+};
+
+using Predicate = std::function<bool(const Element&)>;
+
+class FilterNode final : public UnaryNode {
+ public:
+  FilterNode(Dataset input, Predicate predicate)
+      : UnaryNode(std::move(input)), predicate_(std::make_shared<const Predicate>(std::move(predicate))) {}
+  std::unique_ptr<ElementIterator> make_iterator() const override {
+    class It final : public ElementIterator {
+     public:
+      It(Dataset::Iterator input, std::shared_ptr<const Predicate> p) : input_(std::move(input)), p_(std::move(p)) {}
+      std::optional<Element> next() override {
+        while (true) {
+          std::optional<Element> e = input_.get_next_as_optional();
+          if (!e.has_value() || (*p_)(*e)) return e;
+        }
+      }
+
+     private:
+      Dataset::Iterator input_;
+      std::shared_ptr<const Predicate> p_;
+    };
+    return std::make_unique<It>(input_.make_iterator(), predicate_);
+  }
+  std::string describe() const override { return "Filter <- " + input_.describe(); }
+
+ private:
+  std::shared_ptr<const Predicate> predicate_;
+};
+
+// SplitMix64: turns (seed, iteration) into well-spread 64-bit seeds.
+std::uint64_t mix(std::uint64_t x) {
+  x += 0x9E3779B97F4A7C15ull;
+  x = (x ^ (x >> 30)) * 0xBF58476D1CE4E5B9ull;
+  x = (x ^ (x >> 27)) * 0x94D049BB133111EBull;
+  return x ^ (x >> 31);
+}
+
+class ShuffleNode final : public UnaryNode {
+ public:
+  ShuffleNode(Dataset input, std::int64_t buffer_size, std::uint64_t seed, bool reshuffle)
+      : UnaryNode(std::move(input)), buffer_size_(buffer_size), seed_(seed), reshuffle_(reshuffle) {}
+
+  std::unique_ptr<ElementIterator> make_iterator() const override {
+    // Iteration k of this dataset uses the k-th seed of the sequence (or the
+    // first one every time without reshuffling).
+    const std::uint64_t iteration = reshuffle_ ? iterations_.fetch_add(1, std::memory_order_relaxed) : 0;
+    class It final : public ElementIterator {
+     public:
+      It(Dataset::Iterator input, std::size_t buffer_size, std::uint64_t seed)
+          : input_(std::move(input)), buffer_size_(buffer_size), rng_(seed) {}
+      std::optional<Element> next() override {
+        while (!input_done_ && buffer_.size() < buffer_size_) {
+          std::optional<Element> e = input_.get_next_as_optional();
+          if (!e.has_value()) {
+            input_done_ = true;
+            break;
+          }
+          buffer_.push_back(std::move(*e));
+        }
+        if (buffer_.empty()) return std::nullopt;
+        const std::size_t pick = static_cast<std::size_t>(rng_() % buffer_.size());
+        Element out = std::move(buffer_[pick]);
+        buffer_[pick] = std::move(buffer_.back());
+        buffer_.pop_back();
+        return out;
+      }
+
+     private:
+      Dataset::Iterator input_;
+      std::size_t buffer_size_;
+      std::mt19937_64 rng_;
+      std::vector<Element> buffer_;
+      bool input_done_ = false;
+    };
+    return std::make_unique<It>(input_.make_iterator(), static_cast<std::size_t>(buffer_size_),
+                                mix(seed_ ^ mix(iteration)));
+  }
+  std::string describe() const override {
+    return "Shuffle(" + std::to_string(buffer_size_) + ") <- " + input_.describe();
+  }
+
+ private:
+  std::int64_t buffer_size_;
+  std::uint64_t seed_;
+  bool reshuffle_;
+  mutable std::atomic<std::uint64_t> iterations_{0};
+};
+
+class RepeatNode final : public UnaryNode {
+ public:
+  RepeatNode(Dataset input, std::int64_t count) : UnaryNode(std::move(input)), count_(count) {}
+  std::unique_ptr<ElementIterator> make_iterator() const override {
+    class It final : public ElementIterator {
+     public:
+      It(Dataset input, std::int64_t count) : dataset_(std::move(input)), count_(count) {}
+      std::optional<Element> next() override {
+        while (true) {
+          if (count_ >= 0 && pass_ >= count_) return std::nullopt;
+          if (!current_.has_value()) {
+            current_.emplace(dataset_.make_iterator());
+            yielded_this_pass_ = false;
+          }
+          std::optional<Element> e = current_->get_next_as_optional();
+          if (e.has_value()) {
+            yielded_this_pass_ = true;
+            return e;
+          }
+          current_.reset();
+          ++pass_;
+          if (!yielded_this_pass_) return std::nullopt;  // empty input: stop, do not spin
+        }
+      }
+
+     private:
+      Dataset dataset_;
+      std::int64_t count_;
+      std::int64_t pass_ = 0;
+      std::optional<Dataset::Iterator> current_;
+      bool yielded_this_pass_ = false;
+    };
+    return std::make_unique<It>(input_, count_);
+  }
+  std::string describe() const override { return "Repeat(" + std::to_string(count_) + ") <- " + input_.describe(); }
+
+ private:
+  std::int64_t count_;
+};
+
+// take, skip and shard: keep the elements whose input position passes a test.
+class SelectNode final : public UnaryNode {
+ public:
+  enum class Kind { kTake, kSkip, kShard };
+  SelectNode(Dataset input, Kind kind, std::int64_t a, std::int64_t b)
+      : UnaryNode(std::move(input)), kind_(kind), a_(a), b_(b) {}
+  std::unique_ptr<ElementIterator> make_iterator() const override {
+    class It final : public ElementIterator {
+     public:
+      It(Dataset::Iterator input, Kind kind, std::int64_t a, std::int64_t b)
+          : input_(std::move(input)), kind_(kind), a_(a), b_(b) {}
+      std::optional<Element> next() override {
+        while (true) {
+          if (kind_ == Kind::kTake && a_ >= 0 && position_ >= a_) return std::nullopt;
+          std::optional<Element> e = input_.get_next_as_optional();
+          if (!e.has_value()) return std::nullopt;
+          const std::int64_t i = position_++;
+          const bool keep = kind_ == Kind::kTake   ? true
+                            : kind_ == Kind::kSkip ? (a_ >= 0 && i >= a_)
+                                                   : i % a_ == b_;
+          if (keep) return e;
+        }
+      }
+
+     private:
+      Dataset::Iterator input_;
+      Kind kind_;
+      std::int64_t a_, b_;
+      std::int64_t position_ = 0;
+    };
+    return std::make_unique<It>(input_.make_iterator(), kind_, a_, b_);
+  }
+  std::string describe() const override {
+    const char* name = kind_ == Kind::kTake ? "Take(" : kind_ == Kind::kSkip ? "Skip(" : "Shard(";
+    std::string args = std::to_string(a_) + (kind_ == Kind::kShard ? ", " + std::to_string(b_) : "");
+    return name + args + ") <- " + input_.describe();
+  }
+
+ private:
+  Kind kind_;
+  std::int64_t a_, b_;
+};
+
+class PrefetchNode final : public UnaryNode {
+ public:
+  PrefetchNode(Dataset input, std::size_t depth) : UnaryNode(std::move(input)), depth_(depth) {}
+  std::unique_ptr<ElementIterator> make_iterator() const override {
+    class It final : public ElementIterator {
+     public:
+      It(Dataset::Iterator input, std::size_t depth)
+          : input_(std::make_shared<Dataset::Iterator>(std::move(input))),
+            prefetcher_([in = input_] { return in->get_next_as_optional(); }, depth) {}
+      std::optional<Element> next() override { return prefetcher_.next(); }
+
+     private:
+      std::shared_ptr<Dataset::Iterator> input_;
+      Prefetcher<Element> prefetcher_;  // after input_: stopped before it is destroyed
+    };
+    return std::make_unique<It>(input_.make_iterator(), depth_);
+  }
+  std::string describe() const override { return "Prefetch(" + std::to_string(depth_) + ") <- " + input_.describe(); }
+
+ private:
+  std::size_t depth_;
+};
+
+std::size_t hardware_threads() { return std::max(1u, std::thread::hardware_concurrency()); }
+
+}  // namespace
+}  // namespace internal
+
+Dataset Dataset::map(std::function<Element(const Element&)> fn, std::int64_t num_parallel_calls) const {
+  if (!fn) throw InvalidArgumentError("Dataset::map: expected a function, got an empty one");
+  if (num_parallel_calls == 0 || num_parallel_calls < kAutotune) {
+    throw InvalidArgumentError("Dataset::map: expected num_parallel_calls >= 1 or kAutotune, got " +
+                               std::to_string(num_parallel_calls));
+  }
+  const std::size_t parallelism = num_parallel_calls == kAutotune ? internal::hardware_threads()
+                                                                  : static_cast<std::size_t>(num_parallel_calls);
+  return Dataset(std::make_shared<internal::MapNode>(*this, std::move(fn), parallelism));
+}
+
+Dataset Dataset::filter(std::function<bool(const Element&)> predicate) const {
+  if (!predicate) throw InvalidArgumentError("Dataset::filter: expected a predicate, got an empty function");
+  return Dataset(std::make_shared<internal::FilterNode>(*this, std::move(predicate)));
+}
+
+Dataset Dataset::shuffle(std::int64_t buffer_size, std::optional<std::uint64_t> seed,
+                         bool reshuffle_each_iteration) const {
+  if (buffer_size <= 0) {
+    throw InvalidArgumentError("Dataset::shuffle: expected a buffer size > 0, got " + std::to_string(buffer_size));
+  }
+  const std::uint64_t s = seed.has_value() ? *seed : (std::uint64_t{std::random_device{}()} << 32) ^ std::random_device{}();
+  return Dataset(std::make_shared<internal::ShuffleNode>(*this, buffer_size, s, reshuffle_each_iteration));
+}
+
+Dataset Dataset::repeat(std::int64_t count) const {
+  if (count < -1) throw InvalidArgumentError("Dataset::repeat: expected a count >= -1, got " + std::to_string(count));
+  return Dataset(std::make_shared<internal::RepeatNode>(*this, count));
+}
+
+Dataset Dataset::take(std::int64_t count) const {
+  if (count < -1) throw InvalidArgumentError("Dataset::take: expected a count >= -1, got " + std::to_string(count));
+  return Dataset(std::make_shared<internal::SelectNode>(*this, internal::SelectNode::Kind::kTake, count, 0));
+}
+
+Dataset Dataset::skip(std::int64_t count) const {
+  if (count < -1) throw InvalidArgumentError("Dataset::skip: expected a count >= -1, got " + std::to_string(count));
+  return Dataset(std::make_shared<internal::SelectNode>(*this, internal::SelectNode::Kind::kSkip, count, 0));
+}
+
+Dataset Dataset::shard(std::int64_t num_shards, std::int64_t index) const {
+  if (num_shards < 1) {
+    throw InvalidArgumentError("Dataset::shard: expected num_shards >= 1, got " + std::to_string(num_shards));
+  }
+  if (index < 0 || index >= num_shards) {
+    throw InvalidArgumentError("Dataset::shard: expected an index in [0, " + std::to_string(num_shards) + "), got " +
+                               std::to_string(index));
+  }
+  return Dataset(std::make_shared<internal::SelectNode>(*this, internal::SelectNode::Kind::kShard, num_shards, index));
+}
+
+Dataset Dataset::prefetch(std::int64_t buffer_size) const {
+  if (buffer_size < kAutotune) {
+    throw InvalidArgumentError("Dataset::prefetch: expected a buffer size >= 0 or kAutotune, got " +
+                               std::to_string(buffer_size));
+  }
+  if (buffer_size == 0) return *this;
+  const std::size_t depth = buffer_size == kAutotune ? 2 : static_cast<std::size_t>(buffer_size);
+  return Dataset(std::make_shared<internal::PrefetchNode>(*this, depth));
+}
+
+}  // namespace distribute
