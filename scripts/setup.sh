@@ -6,7 +6,7 @@ set -euo pipefail
 packages=(
   g++ cmake ninja-build          # toolchain
   libgtest-dev libgmock-dev      # tests
-  libbenchmark-dev               # bench/
+  libbenchmark-dev libeigen3-dev # bench/ (Eigen: the MLP step the input benchmark compares against)
 )
 
 missing=()

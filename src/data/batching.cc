@@ -8,6 +8,7 @@
 // size cycling, so output batches cross input batch boundaries.
 #include "data/batching.h"
 
+#include <cstring>
 #include <utility>
 
 #include "data/dataset_node.h"
@@ -44,10 +45,26 @@ Element stack_elements(const std::vector<Element>& rows, std::int64_t first_inde
   std::vector<Tensor> out;
   out.reserve(first.size());
   for (std::size_t c = 0; c < first.size(); ++c) {
+    // Rows that are consecutive views of one buffer (from_tensor_slices)
+    // join without a copy; others are copied once into the batch.
     std::vector<Tensor> column;
     column.reserve(rows.size());
     for (const Element& e : rows) column.push_back(e[c]);
-    out.push_back(stack(column));
+    if (column.size() > 1 && column[0].num_elements() > 0 && column[0].shares_buffer_with(column[1])) {
+      out.push_back(stack(column));
+      continue;
+    }
+    Shape shape = first[c].shape();
+    shape.insert(shape.begin(), static_cast<std::int64_t>(rows.size()));
+    void* data = nullptr;
+    Tensor batch = allocate_tensor(first[c].dtype(), std::move(shape), &data);
+    auto* dst = static_cast<std::byte*>(data);
+    for (const Tensor& row : column) {
+      const auto bytes = row.bytes();
+      if (!bytes.empty()) std::memcpy(dst, bytes.data(), bytes.size());
+      dst += bytes.size();
+    }
+    out.push_back(std::move(batch));
   }
   if (!first.is_tuple()) return Element(std::move(out[0]));
   return Element(std::move(out));
@@ -103,6 +120,21 @@ Element empty_like(const Element& like) {
   return Element(std::move(out));
 }
 
+std::optional<Element> ElementIterator::next_batch(std::int64_t n, std::vector<Element>& pending,
+                                                  std::int64_t& consumed) {
+  while (static_cast<std::int64_t>(pending.size()) < n) {
+    std::optional<Element> e = next();
+    if (!e.has_value()) break;
+    pending.push_back(std::move(*e));
+  }
+  std::vector<Element> rows = std::move(pending);
+  pending.clear();
+  if (rows.empty()) return std::nullopt;
+  const std::int64_t first = consumed;
+  consumed += static_cast<std::int64_t>(rows.size());
+  return stack_elements(rows, first, "Dataset::batch");
+}
+
 namespace {
 
 class BatchNode final : public DatasetNode {
@@ -113,32 +145,22 @@ class BatchNode final : public DatasetNode {
   std::unique_ptr<ElementIterator> make_iterator() const override {
     class It final : public ElementIterator {
      public:
-      It(Dataset::Iterator input, std::int64_t n, bool drop) : input_(std::move(input)), n_(n), drop_(drop) {}
+      It(std::unique_ptr<ElementIterator> input, std::int64_t n, bool drop) : input_(std::move(input)), n_(n), drop_(drop) {}
       std::optional<Element> next() override {
-        // rows_ persists across calls: an exception from upstream (a map
-        // function) drops only the element it was raised for, not the rows
-        // already gathered for this batch.
-        while (static_cast<std::int64_t>(rows_.size()) < n_) {
-          std::optional<Element> e = input_.get_next_as_optional();
-          if (!e.has_value()) break;
-          rows_.push_back(std::move(*e));
-        }
-        std::vector<Element> rows = std::move(rows_);
-        rows_.clear();
-        const std::int64_t first = consumed_;
-        consumed_ += static_cast<std::int64_t>(rows.size());
-        if (rows.empty() || (drop_ && static_cast<std::int64_t>(rows.size()) < n_)) return std::nullopt;
-        return stack_elements(rows, first, "Dataset::batch");
+        std::optional<Element> batch = input_->next_batch(n_, rows_, consumed_);
+        if (!batch.has_value()) return std::nullopt;
+        if (drop_ && batch_dim(*batch, "Dataset::batch") < n_) return std::nullopt;
+        return batch;
       }
 
      private:
-      Dataset::Iterator input_;
+      std::unique_ptr<ElementIterator> input_;
       std::int64_t n_;
       bool drop_;
       std::vector<Element> rows_;
       std::int64_t consumed_ = 0;
     };
-    return std::make_unique<It>(input_.make_iterator(), batch_size_, drop_remainder_);
+    return std::make_unique<It>(iterate(input_), batch_size_, drop_remainder_);
   }
   std::optional<std::int64_t> static_batch_size() const override { return batch_size_; }
   std::string describe() const override {
@@ -158,10 +180,10 @@ class UnbatchNode final : public DatasetNode {
   std::unique_ptr<ElementIterator> make_iterator() const override {
     class It final : public ElementIterator {
      public:
-      explicit It(Dataset::Iterator input) : input_(std::move(input)) {}
+      explicit It(std::unique_ptr<ElementIterator> input) : input_(std::move(input)) {}
       std::optional<Element> next() override {
         while (!current_.has_value() || row_ >= rows_) {
-          current_ = input_.get_next_as_optional();
+          current_ = input_->next();
           if (!current_.has_value()) return std::nullopt;
           rows_ = batch_dim(*current_, "Dataset::unbatch");
           row_ = 0;
@@ -174,11 +196,11 @@ class UnbatchNode final : public DatasetNode {
       }
 
      private:
-      Dataset::Iterator input_;
+      std::unique_ptr<ElementIterator> input_;
       std::optional<Element> current_;
       std::int64_t row_ = 0, rows_ = 0;
     };
-    return std::make_unique<It>(input_.make_iterator());
+    return std::make_unique<It>(iterate(input_));
   }
   std::string describe() const override { return "Unbatch <- " + input_.describe(); }
 
@@ -194,7 +216,7 @@ class RebatchNode final : public DatasetNode {
   std::unique_ptr<ElementIterator> make_iterator() const override {
     class It final : public ElementIterator {
      public:
-      It(Dataset::Iterator input, std::vector<std::int64_t> sizes, bool drop)
+      It(std::unique_ptr<ElementIterator> input, std::vector<std::int64_t> sizes, bool drop)
           : input_(std::move(input)), sizes_(std::move(sizes)), drop_(drop) {}
 
       std::optional<Element> next() override {
@@ -224,7 +246,7 @@ class RebatchNode final : public DatasetNode {
       // Makes sure current_ has rows left; false at the end of the input.
       bool fill() {
         while (!current_.has_value() || offset_ >= rows_) {
-          current_ = input_.get_next_as_optional();
+          current_ = input_->next();
           if (!current_.has_value()) return false;
           rows_ = batch_dim(*current_, "Dataset::rebatch");
           offset_ = 0;
@@ -237,7 +259,7 @@ class RebatchNode final : public DatasetNode {
         return std::nullopt;
       }
 
-      Dataset::Iterator input_;
+      std::unique_ptr<ElementIterator> input_;
       std::vector<std::int64_t> sizes_;
       bool drop_;
       std::size_t next_size_ = 0;
@@ -245,7 +267,7 @@ class RebatchNode final : public DatasetNode {
       std::int64_t offset_ = 0, rows_ = 0;
       bool done_ = false;
     };
-    return std::make_unique<It>(input_.make_iterator(), sizes_, drop_remainder_);
+    return std::make_unique<It>(iterate(input_), sizes_, drop_remainder_);
   }
   std::optional<std::int64_t> static_batch_size() const override {
     if (sizes_.size() == 1) return sizes_[0];

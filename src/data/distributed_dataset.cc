@@ -65,11 +65,11 @@ class SplitNode final : public DatasetNode {
   std::unique_ptr<ElementIterator> make_iterator() const override {
     class It final : public ElementIterator {
      public:
-      It(Dataset::Iterator input, int pieces) : input_(std::move(input)), pieces_(pieces) {}
+      It(std::unique_ptr<ElementIterator> input, int pieces) : input_(std::move(input)), pieces_(pieces) {}
       std::optional<Element> next() override {
         if (!current_.has_value() || piece_ == pieces_) {
           current_.reset();
-          std::optional<Element> e = input_.get_next_as_optional();
+          std::optional<Element> e = input_->next();
           if (!e.has_value()) return std::nullopt;
           for (const Tensor& c : e->components()) {
             if (c.rank() == 0) {
@@ -90,13 +90,13 @@ class SplitNode final : public DatasetNode {
       }
 
      private:
-      Dataset::Iterator input_;
+      std::unique_ptr<ElementIterator> input_;
       int pieces_;
       std::optional<Element> current_;
       std::int64_t rows_ = 0;
       int piece_ = 0;
     };
-    return std::make_unique<It>(input_.make_iterator(), pieces_);
+    return std::make_unique<It>(iterate(input_), pieces_);
   }
   std::string describe() const override { return "Split(" + std::to_string(pieces_) + ") <- " + input_.describe(); }
 

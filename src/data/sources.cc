@@ -1,4 +1,5 @@
 // Dataset sources and iteration entry points.
+#include <algorithm>
 #include <utility>
 
 #include "data/dataset_node.h"
@@ -27,6 +28,19 @@ class TensorSlicesNode final : public DatasetNode {
         ++index_;
         if (!is_tuple_) return Element(std::move(row[0]));
         return Element(std::move(row));
+      }
+      // Consecutive rows are one zero-copy slice of each component.
+      std::optional<Element> next_batch(std::int64_t n, std::vector<Element>& pending, std::int64_t& consumed) override {
+        if (!pending.empty()) return ElementIterator::next_batch(n, pending, consumed);
+        const std::int64_t begin = index_, end = std::min(index_ + n, components_[0].dim(0));
+        if (begin >= end) return std::nullopt;
+        index_ = end;
+        consumed += end - begin;
+        std::vector<Tensor> batch;
+        batch.reserve(components_.size());
+        for (const Tensor& c : components_) batch.push_back(c.slice(begin, end));
+        if (!is_tuple_) return Element(std::move(batch[0]));
+        return Element(std::move(batch));
       }
 
      private:

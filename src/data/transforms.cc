@@ -32,15 +32,15 @@ using MapFn = std::function<Element(const Element&)>;
 
 class MapIt final : public ElementIterator {
  public:
-  MapIt(Dataset::Iterator input, std::shared_ptr<const MapFn> fn) : input_(std::move(input)), fn_(std::move(fn)) {}
+  MapIt(std::unique_ptr<ElementIterator> input, std::shared_ptr<const MapFn> fn) : input_(std::move(input)), fn_(std::move(fn)) {}
   std::optional<Element> next() override {
-    std::optional<Element> e = input_.get_next_as_optional();
+    std::optional<Element> e = input_->next();
     if (!e.has_value()) return std::nullopt;
     return (*fn_)(*e);
   }
 
  private:
-  Dataset::Iterator input_;
+  std::unique_ptr<ElementIterator> input_;
   std::shared_ptr<const MapFn> fn_;
 };
 
@@ -51,7 +51,7 @@ class MapIt final : public ElementIterator {
 // rethrown when that slot's turn comes.
 class ParallelMapIt final : public ElementIterator {
  public:
-  ParallelMapIt(Dataset::Iterator input, std::shared_ptr<const MapFn> fn, std::size_t parallelism)
+  ParallelMapIt(std::unique_ptr<ElementIterator> input, std::shared_ptr<const MapFn> fn, std::size_t parallelism)
       : input_(std::move(input)), fn_(std::move(fn)), parallelism_(parallelism) {
     workers_.reserve(parallelism_);
     for (std::size_t i = 0; i < parallelism_; ++i) workers_.emplace_back([this] { work(); });
@@ -71,7 +71,7 @@ class ParallelMapIt final : public ElementIterator {
       std::promise<Element> slot;
       in_flight_.push_back(slot.get_future());
       try {
-        std::optional<Element> e = input_.get_next_as_optional();
+        std::optional<Element> e = input_->next();
         if (!e.has_value()) {
           in_flight_.pop_back();
           input_done_ = true;
@@ -116,7 +116,7 @@ class ParallelMapIt final : public ElementIterator {
     }
   }
 
-  Dataset::Iterator input_;
+  std::unique_ptr<ElementIterator> input_;
   std::shared_ptr<const MapFn> fn_;
   const std::size_t parallelism_;
   std::deque<std::future<Element>> in_flight_;  // consumer only
@@ -133,8 +133,8 @@ class MapNode final : public UnaryNode {
   MapNode(Dataset input, MapFn fn, std::size_t parallelism)
       : UnaryNode(std::move(input)), fn_(std::make_shared<const MapFn>(std::move(fn))), parallelism_(parallelism) {}
   std::unique_ptr<ElementIterator> make_iterator() const override {
-    if (parallelism_ <= 1) return std::make_unique<MapIt>(input_.make_iterator(), fn_);
-    return std::make_unique<ParallelMapIt>(input_.make_iterator(), fn_, parallelism_);
+    if (parallelism_ <= 1) return std::make_unique<MapIt>(iterate(input_), fn_);
+    return std::make_unique<ParallelMapIt>(iterate(input_), fn_, parallelism_);
   }
   std::string describe() const override {
     return "Map(parallel=" + std::to_string(parallelism_) + ") <- " + input_.describe();
@@ -154,19 +154,19 @@ class FilterNode final : public UnaryNode {
   std::unique_ptr<ElementIterator> make_iterator() const override {
     class It final : public ElementIterator {
      public:
-      It(Dataset::Iterator input, std::shared_ptr<const Predicate> p) : input_(std::move(input)), p_(std::move(p)) {}
+      It(std::unique_ptr<ElementIterator> input, std::shared_ptr<const Predicate> p) : input_(std::move(input)), p_(std::move(p)) {}
       std::optional<Element> next() override {
         while (true) {
-          std::optional<Element> e = input_.get_next_as_optional();
+          std::optional<Element> e = input_->next();
           if (!e.has_value() || (*p_)(*e)) return e;
         }
       }
 
      private:
-      Dataset::Iterator input_;
+      std::unique_ptr<ElementIterator> input_;
       std::shared_ptr<const Predicate> p_;
     };
-    return std::make_unique<It>(input_.make_iterator(), predicate_);
+    return std::make_unique<It>(iterate(input_), predicate_);
   }
   std::string describe() const override { return "Filter <- " + input_.describe(); }
 
@@ -193,11 +193,11 @@ class ShuffleNode final : public UnaryNode {
     const std::uint64_t iteration = reshuffle_ ? iterations_.fetch_add(1, std::memory_order_relaxed) : 0;
     class It final : public ElementIterator {
      public:
-      It(Dataset::Iterator input, std::size_t buffer_size, std::uint64_t seed)
+      It(std::unique_ptr<ElementIterator> input, std::size_t buffer_size, std::uint64_t seed)
           : input_(std::move(input)), buffer_size_(buffer_size), rng_(seed) {}
       std::optional<Element> next() override {
         while (!input_done_ && buffer_.size() < buffer_size_) {
-          std::optional<Element> e = input_.get_next_as_optional();
+          std::optional<Element> e = input_->next();
           if (!e.has_value()) {
             input_done_ = true;
             break;
@@ -213,13 +213,13 @@ class ShuffleNode final : public UnaryNode {
       }
 
      private:
-      Dataset::Iterator input_;
+      std::unique_ptr<ElementIterator> input_;
       std::size_t buffer_size_;
       std::mt19937_64 rng_;
       std::vector<Element> buffer_;
       bool input_done_ = false;
     };
-    return std::make_unique<It>(input_.make_iterator(), static_cast<std::size_t>(buffer_size_),
+    return std::make_unique<It>(iterate(input_), static_cast<std::size_t>(buffer_size_),
                                 mix(seed_ ^ mix(iteration)));
   }
   std::string describe() const override {
@@ -243,11 +243,11 @@ class RepeatNode final : public UnaryNode {
       std::optional<Element> next() override {
         while (true) {
           if (count_ >= 0 && pass_ >= count_) return std::nullopt;
-          if (!current_.has_value()) {
-            current_.emplace(dataset_.make_iterator());
+          if (!current_) {
+            current_ = iterate(dataset_);
             yielded_this_pass_ = false;
           }
-          std::optional<Element> e = current_->get_next_as_optional();
+          std::optional<Element> e = current_->next();
           if (e.has_value()) {
             yielded_this_pass_ = true;
             return e;
@@ -262,7 +262,7 @@ class RepeatNode final : public UnaryNode {
       Dataset dataset_;
       std::int64_t count_;
       std::int64_t pass_ = 0;
-      std::optional<Dataset::Iterator> current_;
+      std::unique_ptr<ElementIterator> current_;
       bool yielded_this_pass_ = false;
     };
     return std::make_unique<It>(input_, count_);
@@ -282,12 +282,12 @@ class SelectNode final : public UnaryNode {
   std::unique_ptr<ElementIterator> make_iterator() const override {
     class It final : public ElementIterator {
      public:
-      It(Dataset::Iterator input, Kind kind, std::int64_t a, std::int64_t b)
+      It(std::unique_ptr<ElementIterator> input, Kind kind, std::int64_t a, std::int64_t b)
           : input_(std::move(input)), kind_(kind), a_(a), b_(b) {}
       std::optional<Element> next() override {
         while (true) {
           if (kind_ == Kind::kTake && a_ >= 0 && position_ >= a_) return std::nullopt;
-          std::optional<Element> e = input_.get_next_as_optional();
+          std::optional<Element> e = input_->next();
           if (!e.has_value()) return std::nullopt;
           const std::int64_t i = position_++;
           const bool keep = kind_ == Kind::kTake   ? true
@@ -298,12 +298,12 @@ class SelectNode final : public UnaryNode {
       }
 
      private:
-      Dataset::Iterator input_;
+      std::unique_ptr<ElementIterator> input_;
       Kind kind_;
       std::int64_t a_, b_;
       std::int64_t position_ = 0;
     };
-    return std::make_unique<It>(input_.make_iterator(), kind_, a_, b_);
+    return std::make_unique<It>(iterate(input_), kind_, a_, b_);
   }
   std::string describe() const override {
     const char* name = kind_ == Kind::kTake ? "Take(" : kind_ == Kind::kSkip ? "Skip(" : "Shard(";
@@ -322,16 +322,16 @@ class PrefetchNode final : public UnaryNode {
   std::unique_ptr<ElementIterator> make_iterator() const override {
     class It final : public ElementIterator {
      public:
-      It(Dataset::Iterator input, std::size_t depth)
-          : input_(std::make_shared<Dataset::Iterator>(std::move(input))),
-            prefetcher_([in = input_] { return in->get_next_as_optional(); }, depth) {}
+      It(std::unique_ptr<ElementIterator> input, std::size_t depth)
+          : input_(std::shared_ptr<ElementIterator>(std::move(input))),
+            prefetcher_([in = input_] { return in->next(); }, depth) {}
       std::optional<Element> next() override { return prefetcher_.next(); }
 
      private:
-      std::shared_ptr<Dataset::Iterator> input_;
+      std::shared_ptr<ElementIterator> input_;
       Prefetcher<Element> prefetcher_;  // after input_: stopped before it is destroyed
     };
-    return std::make_unique<It>(input_.make_iterator(), depth_);
+    return std::make_unique<It>(iterate(input_), depth_);
   }
   std::string describe() const override { return "Prefetch(" + std::to_string(depth_) + ") <- " + input_.describe(); }
 
