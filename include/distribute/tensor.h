@@ -36,11 +36,59 @@
 
 namespace distribute {
 
-// Dimensions of a tensor, outermost first. A scalar has an empty shape.
-using Shape = std::vector<std::int64_t>;
+// Dimensions of a tensor, outermost first; a scalar has an empty shape. A
+// small inline array (no heap allocation: tensors are copied per element in
+// input pipelines), with the parts of std::vector's interface that shapes
+// need. At most kMaxRank dimensions (InvalidArgumentError beyond).
+class Shape {
+ public:
+  static constexpr std::size_t kMaxRank = 8;
+  using value_type = std::int64_t;
+  using iterator = std::int64_t*;
+  using const_iterator = const std::int64_t*;
+
+  Shape() = default;
+  Shape(std::initializer_list<std::int64_t> dims) : Shape(dims.begin(), dims.end()) {}
+  Shape(const std::vector<std::int64_t>& dims) : Shape(dims.data(), dims.data() + dims.size()) {}  // NOLINT
+  Shape(const std::int64_t* first, const std::int64_t* last);
+
+  std::size_t size() const noexcept { return size_; }
+  bool empty() const noexcept { return size_ == 0; }
+  std::int64_t& operator[](std::size_t i) noexcept { return dims_[i]; }
+  std::int64_t operator[](std::size_t i) const noexcept { return dims_[i]; }
+  std::int64_t front() const noexcept { return dims_[0]; }
+  std::int64_t back() const noexcept { return dims_[size_ - 1]; }
+  std::int64_t* data() noexcept { return dims_; }
+  const std::int64_t* data() const noexcept { return dims_; }
+  iterator begin() noexcept { return dims_; }
+  iterator end() noexcept { return dims_ + size_; }
+  const_iterator begin() const noexcept { return dims_; }
+  const_iterator end() const noexcept { return dims_ + size_; }
+
+  void push_back(std::int64_t dim);
+  // Inserts `dim` before `pos`; returns an iterator to it.
+  iterator insert(const_iterator pos, std::int64_t dim);
+  // Removes the dimension at `pos`.
+  iterator erase(const_iterator pos) noexcept;
+
+  operator std::vector<std::int64_t>() const { return {begin(), end()}; }  // NOLINT
+
+  friend bool operator==(const Shape& a, const Shape& b) noexcept {
+    if (a.size_ != b.size_) return false;
+    for (std::size_t i = 0; i < a.size_; ++i) {
+      if (a.dims_[i] != b.dims_[i]) return false;
+    }
+    return true;
+  }
+
+ private:
+  std::int64_t dims_[kMaxRank] = {};
+  std::size_t size_ = 0;
+};
 
 // TF's shape text: "()", "(2,)", "(2, 3)".
 std::string shape_string(const Shape& shape);
+std::ostream& operator<<(std::ostream& os, const Shape& shape);
 
 class Tensor;
 

@@ -161,6 +161,44 @@ Tensor binary(BinaryOp op, const Tensor& a, const Tensor& b) {
 
 }  // namespace
 
+namespace {
+[[noreturn]] void throw_too_many_dims(std::size_t rank) {
+  throw InvalidArgumentError("expected a shape of at most " + std::to_string(Shape::kMaxRank) + " dimensions, got " +
+                             std::to_string(rank));
+}
+}  // namespace
+
+Shape::Shape(const std::int64_t* first, const std::int64_t* last) {
+  const auto n = static_cast<std::size_t>(last - first);
+  if (n > kMaxRank) throw_too_many_dims(n);
+  std::copy(first, last, dims_);
+  size_ = n;
+}
+
+void Shape::push_back(std::int64_t dim) {
+  if (size_ == kMaxRank) throw_too_many_dims(size_ + 1);
+  dims_[size_++] = dim;
+}
+
+Shape::iterator Shape::insert(const_iterator pos, std::int64_t dim) {
+  if (size_ == kMaxRank) throw_too_many_dims(size_ + 1);
+  const auto at = static_cast<std::size_t>(pos - dims_);
+  std::copy_backward(dims_ + at, dims_ + size_, dims_ + size_ + 1);
+  dims_[at] = dim;
+  ++size_;
+  return dims_ + at;
+}
+
+Shape::iterator Shape::erase(const_iterator pos) noexcept {
+  const auto at = static_cast<std::size_t>(pos - dims_);
+  std::copy(dims_ + at + 1, dims_ + size_, dims_ + at);
+  --size_;
+  dims_[size_] = 0;
+  return dims_ + at;
+}
+
+std::ostream& operator<<(std::ostream& os, const Shape& shape) { return os << shape_string(shape); }
+
 std::string shape_string(const Shape& shape) {
   std::string s = "(";
   for (std::size_t i = 0; i < shape.size(); ++i) {

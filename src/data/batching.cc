@@ -224,9 +224,13 @@ class RebatchNode final : public DatasetNode {
         const std::int64_t want = sizes_[next_size_];
         std::vector<Element> parts;
         std::int64_t have = 0;
-        // A zero size yields an empty batch while input remains.
+        // A zero size yields an empty batch until the end of the input has
+        // been seen, also right after the last input batch was used up (as
+        // TF's RebatchDatasetV2: [1, 1, 1, 1, 0] over batches of 4 ends with
+        // an empty batch). Only before the first input batch must it read
+        // ahead, to learn the shape.
         if (want == 0) {
-          if (!fill()) return finish();
+          if (!current_.has_value() && !fill()) return finish();
           next_size_ = (next_size_ + 1) % sizes_.size();
           return slice_element(*current_, offset_, offset_);
         }
@@ -246,9 +250,15 @@ class RebatchNode final : public DatasetNode {
       // Makes sure current_ has rows left; false at the end of the input.
       bool fill() {
         while (!current_.has_value() || offset_ >= rows_) {
-          current_ = input_->next();
-          if (!current_.has_value()) return false;
-          rows_ = batch_dim(*current_, "Dataset::rebatch");
+          std::optional<Element> e = input_->next();
+          if (!e.has_value()) {
+            current_.reset();
+            return false;
+          }
+          // Checked before it becomes current_: after a bad element the
+          // iterator goes on from the previous (valid) state.
+          rows_ = batch_dim(*e, "Dataset::rebatch");
+          current_ = std::move(e);
           offset_ = 0;
           if (rows_ == 0) continue;  // empty input batches contribute nothing
         }

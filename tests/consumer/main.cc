@@ -1,14 +1,22 @@
-// Uses the installed library: run on two replicas, then reduce.
+// The README's example, built against the installed package as a user
+// would; exits non-zero when the sums differ from the README's.
 #include <distribute/distribute.h>
 
 #include <iostream>
+#include <vector>
+
+namespace dist = distribute;
 
 int main() {
-  distribute::MirroredStrategy strategy({"CPU:0", "CPU:1"});
-  auto values = strategy.run([] {
-    return distribute::Tensor{static_cast<float>(distribute::get_replica_context()->replica_id_in_sync_group() + 5)};
-  });
-  const distribute::Tensor sum = strategy.reduce(distribute::ReduceOp::SUM, values, 0);
-  std::cout << "consumer: " << sum << "\n";
-  return sum == distribute::Tensor(11.f) ? 0 : 1;
+  dist::MirroredStrategy strategy({"CPU:0", "CPU:1"});
+  auto dataset = dist::Dataset::from_tensor_slices({5.f, 6.f, 7.f, 8.f}).batch(2);
+  std::vector<dist::Tensor> sums;
+  for (const auto& batch : strategy.experimental_distribute_dataset(dataset)) {
+    auto plus_one = strategy.run([](const dist::Tensor& x) { return x + 1.f; }, batch);
+    sums.push_back(strategy.reduce(dist::ReduceOp::SUM, plus_one, /*axis=*/0));
+    std::cout << "consumer: " << sums.back() << "\n";
+  }
+  const bool ok = sums.size() == 2 && sums[0] == dist::Tensor(13.f) && sums[1] == dist::Tensor(17.f) &&
+                  dist::load_digits().images.shape() == dist::Shape{1797, 64};
+  return ok ? 0 : 1;
 }

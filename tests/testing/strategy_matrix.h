@@ -8,6 +8,7 @@
 
 #include <functional>
 #include <memory>
+#include <ostream>
 #include <string>
 #include <vector>
 
@@ -19,6 +20,9 @@ struct StrategyCase {
   std::string name;
   std::function<std::shared_ptr<Strategy>()> make;
 };
+
+// So that gtest prints "Mirrored3" rather than the object's bytes.
+inline void PrintTo(const StrategyCase& c, std::ostream* os) { *os << c.name; }
 
 inline std::vector<StrategyCase> strategy_matrix() {
   auto mirrored = [](int n) {
