@@ -19,11 +19,12 @@
 // safe to call from any thread.
 //
 // Errors while iterating: an exception raised by a user function (map,
-// filter, a generator) or by batch (elements of different shapes) surfaces
-// from the get_next() that would have returned the affected element, with its
-// type preserved. The affected element (for batch: the batch being built) is
-// dropped and the iterator stays usable: the next get_next() continues with
-// the following elements.
+// filter, a generator) surfaces from the get_next() that would have returned
+// the affected element, with its type preserved; that element is dropped and
+// the iterator stays usable: the next get_next() continues with the
+// following elements (a batch being built keeps the rows it already has).
+// batch() of elements with different shapes raises InvalidArgumentError and
+// drops the rows of that batch; the next batch starts after them.
 #pragma once
 
 #include <cstdint>
