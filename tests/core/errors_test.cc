@@ -1,6 +1,7 @@
 // Tests of the error hierarchy: every class is a distribute::Error and a
 // std::exception with TF's canonical code, and set_replica_id prefixes what().
 #include "distribute/errors.h"
+#include "testing/helpers.h"
 
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
@@ -44,18 +45,6 @@ DISTRIBUTE_EXPECTED_ERROR(UnavailableError, kUnavailable, 14, "UNAVAILABLE");
 DISTRIBUTE_EXPECTED_ERROR(DataLossError, kDataLoss, 15, "DATA_LOSS");
 
 #undef DISTRIBUTE_EXPECTED_ERROR
-
-// what() of the E that f throws; a test failure when f throws nothing.
-template <class E, class F>
-std::string MessageOf(F&& f) {
-  try {
-    f();
-  } catch (const E& e) {
-    return e.what();
-  }
-  ADD_FAILURE() << "expected an exception to be thrown";
-  return {};
-}
 
 template <class E>
 class ErrorClassTest : public ::testing::Test {};
@@ -186,7 +175,7 @@ TEST(ErrorReplicaId, CopyKeepsReplicaAndPrefix) {
 
 TEST(ErrorReplicaId, SetThroughBaseReferenceAndRethrowKeepsType) {
   // What Strategy::run does: catch as Error&, attach the replica, rethrow.
-  const std::string what = MessageOf<FailedPreconditionError>([] {
+  const std::string what = testing::message_of<FailedPreconditionError>([] {
     try {
       throw FailedPreconditionError("not in a replica context");
     } catch (Error& e) {

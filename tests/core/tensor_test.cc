@@ -15,6 +15,7 @@
 #include <vector>
 
 #include "distribute/errors.h"
+#include "testing/helpers.h"
 
 namespace distribute {
 namespace {
@@ -23,24 +24,6 @@ using ::testing::ElementsAre;
 using ::testing::HasSubstr;
 using i32 = std::int32_t;
 using i64 = std::int64_t;
-
-// what() of the E that f throws; a test failure when f throws nothing.
-template <class E, class F>
-std::string MessageOf(F&& f) {
-  try {
-    f();
-  } catch (const E& e) {
-    return e.what();
-  }
-  ADD_FAILURE() << "expected an exception to be thrown";
-  return {};
-}
-
-template <class T>
-std::vector<T> Values(const Tensor& t) {
-  const auto d = t.data<T>();
-  return {d.begin(), d.end()};
-}
 
 // 0, 1, ..., n-1 as int32 in `shape`.
 Tensor Iota(i64 n, Shape shape) {
@@ -58,20 +41,20 @@ TEST(TensorConstruct, InitializerList1D) {
   EXPECT_EQ(f.shape(), (Shape{2}));
   EXPECT_EQ(f.rank(), 1);
   EXPECT_EQ(f.num_elements(), 2);
-  EXPECT_THAT(Values<float>(f), ElementsAre(5.f, 6.f));
+  EXPECT_THAT(testing::values_of<float>(f), ElementsAre(5.f, 6.f));
 
   const Tensor d{1.5, 2.5, 3.5};
   EXPECT_EQ(d.dtype(), DType::kFloat64);
   EXPECT_EQ(d.shape(), (Shape{3}));
-  EXPECT_THAT(Values<double>(d), ElementsAre(1.5, 2.5, 3.5));
+  EXPECT_THAT(testing::values_of<double>(d), ElementsAre(1.5, 2.5, 3.5));
 
   const Tensor i{1, 2};
   EXPECT_EQ(i.dtype(), DType::kInt32);
-  EXPECT_THAT(Values<i32>(i), ElementsAre(1, 2));
+  EXPECT_THAT(testing::values_of<i32>(i), ElementsAre(1, 2));
 
   const Tensor l{i64{1}, i64{-9000000000}};
   EXPECT_EQ(l.dtype(), DType::kInt64);
-  EXPECT_THAT(Values<i64>(l), ElementsAre(1, -9000000000));
+  EXPECT_THAT(testing::values_of<i64>(l), ElementsAre(1, -9000000000));
 
   // Braces pick the list constructor: one element, shape (1,).
   const Tensor one{5.f};
@@ -85,28 +68,28 @@ TEST(TensorConstruct, InitializerList2D) {
   EXPECT_EQ(f.shape(), (Shape{2, 3}));
   EXPECT_EQ(f.rank(), 2);
   EXPECT_EQ(f.num_elements(), 6);
-  EXPECT_THAT(Values<float>(f), ElementsAre(1.f, 2.f, 3.f, 4.f, 5.f, 6.f));
+  EXPECT_THAT(testing::values_of<float>(f), ElementsAre(1.f, 2.f, 3.f, 4.f, 5.f, 6.f));
 
   const Tensor d{{1.0}, {2.0}};
   EXPECT_EQ(d.dtype(), DType::kFloat64);
   EXPECT_EQ(d.shape(), (Shape{2, 1}));
-  EXPECT_THAT(Values<double>(d), ElementsAre(1.0, 2.0));
+  EXPECT_THAT(testing::values_of<double>(d), ElementsAre(1.0, 2.0));
 
   const Tensor i{{1, 2}, {3, 4}};
   EXPECT_EQ(i.dtype(), DType::kInt32);
   EXPECT_EQ(i.shape(), (Shape{2, 2}));
-  EXPECT_THAT(Values<i32>(i), ElementsAre(1, 2, 3, 4));
+  EXPECT_THAT(testing::values_of<i32>(i), ElementsAre(1, 2, 3, 4));
 
   const Tensor l{{i64{7}, i64{8}, i64{9}}};
   EXPECT_EQ(l.dtype(), DType::kInt64);
   EXPECT_EQ(l.shape(), (Shape{1, 3}));
-  EXPECT_THAT(Values<i64>(l), ElementsAre(7, 8, 9));
+  EXPECT_THAT(testing::values_of<i64>(l), ElementsAre(7, 8, 9));
 }
 
 TEST(TensorConstruct, RaggedRowsError) {
   EXPECT_THROW((Tensor{{1, 2}, {3}}), InvalidArgumentError);
   EXPECT_THROW((Tensor{{1.f}, {2.f, 3.f}}), InvalidArgumentError);
-  EXPECT_THAT(MessageOf<InvalidArgumentError>([] { Tensor t{{1, 2, 3}, {4, 5, 6}, {7}}; }),
+  EXPECT_THAT(testing::message_of<InvalidArgumentError>([] { Tensor t{{1, 2, 3}, {4, 5, 6}, {7}}; }),
               HasSubstr("expected every row of the initializer to have 3 elements, got a row of 1"));
 }
 
@@ -114,7 +97,7 @@ TEST(TensorConstruct, VectorAndShape) {
   const Tensor t(std::vector<double>{1, 2, 3, 4, 5, 6}, {2, 3});
   EXPECT_EQ(t.dtype(), DType::kFloat64);
   EXPECT_EQ(t.shape(), (Shape{2, 3}));
-  EXPECT_THAT(Values<double>(t), ElementsAre(1, 2, 3, 4, 5, 6));
+  EXPECT_THAT(testing::values_of<double>(t), ElementsAre(1, 2, 3, 4, 5, 6));
 
   const Tensor s(std::vector<i64>{42}, {});
   EXPECT_EQ(s.rank(), 0);
@@ -134,16 +117,16 @@ TEST(TensorConstruct, CountMismatchError) {
 }
 
 TEST(TensorConstruct, CountMismatchMessage) {
-  EXPECT_THAT(MessageOf<InvalidArgumentError>([] { Tensor(std::vector<float>{1, 2, 3, 4, 5}, {2, 3}); }),
+  EXPECT_THAT(testing::message_of<InvalidArgumentError>([] { Tensor(std::vector<float>{1, 2, 3, 4, 5}, {2, 3}); }),
               HasSubstr("expected 6 values for shape (2, 3), got 5"));
-  EXPECT_THAT(MessageOf<InvalidArgumentError>([] { Tensor(std::vector<i32>{1, 2}, {}); }),
+  EXPECT_THAT(testing::message_of<InvalidArgumentError>([] { Tensor(std::vector<i32>{1, 2}, {}); }),
               HasSubstr("expected 1 values for shape (), got 2"));
 }
 
 TEST(TensorConstruct, NegativeDimsError) {
   EXPECT_THROW(Tensor(std::vector<float>{}, {2, -1}), InvalidArgumentError);
   EXPECT_THROW(Tensor::zeros(DType::kInt32, {-3}), InvalidArgumentError);
-  const std::string msg = MessageOf<InvalidArgumentError>([] { Tensor(std::vector<float>{1, 2}, {-2, -1}); });
+  const std::string msg = testing::message_of<InvalidArgumentError>([] { Tensor(std::vector<float>{1, 2}, {-2, -1}); });
   EXPECT_THAT(msg, HasSubstr("non-negative"));
   EXPECT_THAT(msg, HasSubstr("(-2, -1)"));
 }
@@ -176,7 +159,7 @@ TEST(TensorConstruct, Zeros) {
   const Tensor z = Tensor::zeros(DType::kInt64, {2, 3});
   EXPECT_EQ(z.dtype(), DType::kInt64);
   EXPECT_EQ(z.shape(), (Shape{2, 3}));
-  EXPECT_THAT(Values<i64>(z), ElementsAre(0, 0, 0, 0, 0, 0));
+  EXPECT_THAT(testing::values_of<i64>(z), ElementsAre(0, 0, 0, 0, 0, 0));
 
   const Tensor f = Tensor::zeros(DType::kFloat32, {});
   EXPECT_EQ(f.rank(), 0);
@@ -244,7 +227,7 @@ TEST(TensorShare, CopyOutlivesOriginal) {
     const Tensor a{{1, 2}, {3, 4}};
     b = a.slice(1, 2);
   }
-  EXPECT_THAT(Values<i32>(b), ElementsAre(3, 4));
+  EXPECT_THAT(testing::values_of<i32>(b), ElementsAre(3, 4));
 }
 
 TEST(TensorSlice, RowsAreZeroCopy) {
@@ -253,7 +236,7 @@ TEST(TensorSlice, RowsAreZeroCopy) {
   EXPECT_EQ(s.dtype(), DType::kInt32);
   EXPECT_EQ(s.shape(), (Shape{2, 3}));
   EXPECT_EQ(s.num_elements(), 6);
-  EXPECT_THAT(Values<i32>(s), ElementsAre(3, 4, 5, 6, 7, 8));
+  EXPECT_THAT(testing::values_of<i32>(s), ElementsAre(3, 4, 5, 6, 7, 8));
   EXPECT_TRUE(s.shares_buffer_with(m));
   EXPECT_EQ(s.data<i32>().data(), m.data<i32>().data() + 3);
 
@@ -264,7 +247,7 @@ TEST(TensorSlice, RowsAreZeroCopy) {
   // A slice of a slice keeps counting from the original buffer.
   const Tensor ss = m.slice(1, 4).slice(1, 2);
   EXPECT_EQ(ss.shape(), (Shape{1, 3}));
-  EXPECT_THAT(Values<i32>(ss), ElementsAre(6, 7, 8));
+  EXPECT_THAT(testing::values_of<i32>(ss), ElementsAre(6, 7, 8));
   EXPECT_EQ(ss.data<i32>().data(), m.data<i32>().data() + 6);
 }
 
@@ -291,9 +274,9 @@ TEST(TensorSlice, OutOfRangeErrors) {
   EXPECT_THROW(m.slice(0, 5), InvalidArgumentError);
   EXPECT_THROW(m.slice(5, 5), InvalidArgumentError);
   EXPECT_THROW(Tensor(1.f).slice(0, 0), InvalidArgumentError);
-  EXPECT_THAT(MessageOf<InvalidArgumentError>([&] { m.slice(0, 5); }),
+  EXPECT_THAT(testing::message_of<InvalidArgumentError>([&] { m.slice(0, 5); }),
               HasSubstr("expected 0 <= begin <= end <= 4, got [0, 5)"));
-  EXPECT_THAT(MessageOf<InvalidArgumentError>([] { Tensor(1.f).slice(0, 1); }), HasSubstr("rank >= 1"));
+  EXPECT_THAT(testing::message_of<InvalidArgumentError>([] { Tensor(1.f).slice(0, 1); }), HasSubstr("rank >= 1"));
 }
 
 TEST(TensorIndex, RowsAreZeroCopyWithRankOneLess) {
@@ -301,7 +284,7 @@ TEST(TensorIndex, RowsAreZeroCopyWithRankOneLess) {
   const Tensor r = m[2];
   EXPECT_EQ(r.shape(), (Shape{3}));
   EXPECT_EQ(r.rank(), 1);
-  EXPECT_THAT(Values<i32>(r), ElementsAre(6, 7, 8));
+  EXPECT_THAT(testing::values_of<i32>(r), ElementsAre(6, 7, 8));
   EXPECT_TRUE(r.shares_buffer_with(m));
   EXPECT_EQ(r.data<i32>().data(), m.data<i32>().data() + 6);
 
@@ -321,7 +304,7 @@ TEST(TensorIndex, OutOfRangeErrors) {
   EXPECT_THROW(v[-1], InvalidArgumentError);
   EXPECT_THROW(Tensor(1.f)[0], InvalidArgumentError);
   EXPECT_THROW(Tensor::zeros(DType::kFloat32, {0})[0], InvalidArgumentError);
-  EXPECT_THAT(MessageOf<InvalidArgumentError>([&] { v[2]; }), HasSubstr("expected an index in [0, 2), got 2"));
+  EXPECT_THAT(testing::message_of<InvalidArgumentError>([&] { v[2]; }), HasSubstr("expected an index in [0, 2), got 2"));
 }
 
 TEST(TensorReshape, ZeroCopy) {
@@ -330,7 +313,7 @@ TEST(TensorReshape, ZeroCopy) {
   EXPECT_EQ(r.shape(), (Shape{2, 6}));
   EXPECT_TRUE(r.shares_buffer_with(m));
   EXPECT_EQ(r.data<i32>().data(), m.data<i32>().data());
-  EXPECT_EQ(Values<i32>(r), Values<i32>(m));
+  EXPECT_EQ(testing::values_of<i32>(r), testing::values_of<i32>(m));
   EXPECT_EQ(r[1], (Tensor{6, 7, 8, 9, 10, 11}));
 
   // Reshaping a slice keeps the slice's offset.
@@ -347,7 +330,7 @@ TEST(TensorReshape, Errors) {
   EXPECT_THROW(m.reshape({5}), InvalidArgumentError);
   EXPECT_THROW(m.reshape({}), InvalidArgumentError);
   EXPECT_THROW(m.reshape({-3, -4}), InvalidArgumentError);
-  const std::string msg = MessageOf<InvalidArgumentError>([&] { m.reshape({5}); });
+  const std::string msg = testing::message_of<InvalidArgumentError>([&] { m.reshape({5}); });
   EXPECT_THAT(msg, HasSubstr("12 elements"));
   EXPECT_THAT(msg, HasSubstr("(4, 3)"));
   EXPECT_THAT(msg, HasSubstr("(5,)"));
@@ -362,7 +345,7 @@ TEST(TensorData, DtypeMismatchError) {
   EXPECT_THROW(f.data<i32>(), InvalidArgumentError);
   EXPECT_THROW(Tensor{1}.data<i64>(), InvalidArgumentError);
   EXPECT_NO_THROW(f.data<float>());
-  const std::string msg = MessageOf<InvalidArgumentError>([&] { f.data<double>(); });
+  const std::string msg = testing::message_of<InvalidArgumentError>([&] { f.data<double>(); });
   EXPECT_THAT(msg, HasSubstr("float64"));
   EXPECT_THAT(msg, HasSubstr("float32"));
 }
@@ -383,7 +366,7 @@ TEST(TensorItem, SingleElement) {
 TEST(TensorItem, NotOneElementError) {
   EXPECT_THROW((Tensor{1.f, 2.f}).item<float>(), InvalidArgumentError);
   EXPECT_THROW(Tensor::zeros(DType::kFloat32, {0}).item<float>(), InvalidArgumentError);
-  EXPECT_THAT(MessageOf<InvalidArgumentError>([] { (Tensor{1.f, 2.f}).item<float>(); }),
+  EXPECT_THAT(testing::message_of<InvalidArgumentError>([] { (Tensor{1.f, 2.f}).item<float>(); }),
               HasSubstr("shape (2,)"));
 }
 
@@ -472,7 +455,7 @@ TEST(TensorArith, DtypeMismatchError) {
   EXPECT_THROW((Tensor{1.f}) + (Tensor{1.0}), InvalidArgumentError);
   EXPECT_THROW((Tensor{1}) * (Tensor{i64{1}}), InvalidArgumentError);
   EXPECT_THROW(Tensor(1.f) - (Tensor{1, 2}), InvalidArgumentError);
-  const std::string msg = MessageOf<InvalidArgumentError>([] { Tensor{1.f, 2.f} + Tensor{1.0}; });
+  const std::string msg = testing::message_of<InvalidArgumentError>([] { Tensor{1.f, 2.f} + Tensor{1.0}; });
   EXPECT_THAT(msg, HasSubstr("operator+"));
   EXPECT_THAT(msg, HasSubstr("shape (2,) dtype float32"));
   EXPECT_THAT(msg, HasSubstr("shape (1,) dtype float64"));
@@ -490,12 +473,12 @@ TEST(TensorArith, ShapeMismatchErrorNamesBothShapes) {
   // Same element count, different shapes.
   EXPECT_THROW((Tensor{{1, 2}, {3, 4}}) + (Tensor{1, 2, 3, 4}), InvalidArgumentError);
 
-  const std::string msg = MessageOf<InvalidArgumentError>([&] { a * b; });
+  const std::string msg = testing::message_of<InvalidArgumentError>([&] { a * b; });
   EXPECT_THAT(msg, HasSubstr("operator*"));
   EXPECT_THAT(msg, HasSubstr("(2,)"));
   EXPECT_THAT(msg, HasSubstr("(3,)"));
   const std::string msg2 =
-      MessageOf<InvalidArgumentError>([] { Tensor{{1, 2, 3}, {4, 5, 6}} - Tensor{{1, 2}, {3, 4}}; });
+      testing::message_of<InvalidArgumentError>([] { Tensor{{1, 2, 3}, {4, 5, 6}} - Tensor{{1, 2}, {3, 4}}; });
   EXPECT_THAT(msg2, HasSubstr("(2, 3)"));
   EXPECT_THAT(msg2, HasSubstr("(2, 2)"));
 }
@@ -517,7 +500,7 @@ TEST(TensorArith, ScalarNotRepresentableError) {
   EXPECT_EQ(Tensor{0} + 2147483647, Tensor{std::numeric_limits<i32>::max()});
   EXPECT_EQ(Tensor{0} + -2147483648.0, Tensor{std::numeric_limits<i32>::min()});
 
-  const std::string msg = MessageOf<InvalidArgumentError>([&] { i + 1.5; });
+  const std::string msg = testing::message_of<InvalidArgumentError>([&] { i + 1.5; });
   EXPECT_THAT(msg, HasSubstr("int32"));
   EXPECT_THAT(msg, HasSubstr("1.5"));
 }
@@ -596,7 +579,7 @@ TEST(TensorReduce, AxisOutOfRangeError) {
   EXPECT_THROW(m.mean(2), InvalidArgumentError);
   EXPECT_THROW(m.mean(-3), InvalidArgumentError);
   EXPECT_THROW(Tensor(1.f).sum(0), InvalidArgumentError);
-  const std::string msg = MessageOf<InvalidArgumentError>([&] { m.sum(2); });
+  const std::string msg = testing::message_of<InvalidArgumentError>([&] { m.sum(2); });
   EXPECT_THAT(msg, HasSubstr("[-2, 2)"));
   EXPECT_THAT(msg, HasSubstr("axis 2"));
 }
@@ -649,7 +632,7 @@ TEST(TensorReduce, EmptyIntegerMeanError) {
   EXPECT_THROW(Tensor::zeros(DType::kInt64, {0}).mean(0), InvalidArgumentError);
   EXPECT_THROW(Tensor::zeros(DType::kInt32, {3, 0}).mean(1), InvalidArgumentError);
   EXPECT_THROW(Tensor::zeros(DType::kInt32, {0, 3}).mean(0), InvalidArgumentError);
-  const std::string msg = MessageOf<InvalidArgumentError>([] { Tensor::zeros(DType::kInt32, {0}).mean(); });
+  const std::string msg = testing::message_of<InvalidArgumentError>([] { Tensor::zeros(DType::kInt32, {0}).mean(); });
   EXPECT_THAT(msg, HasSubstr("mean"));
   EXPECT_THAT(msg, HasSubstr("int32"));
 }
@@ -697,14 +680,14 @@ TEST(TensorConcat, Errors) {
   EXPECT_THROW(concat({Tensor{1.f}, Tensor{1.0}}), InvalidArgumentError);
   EXPECT_THROW(concat({Tensor{{1, 2}}, Tensor{1, 2}}), InvalidArgumentError);  // rank differs
 
-  EXPECT_THAT(MessageOf<InvalidArgumentError>([] { concat({}); }), HasSubstr("at least one tensor"));
-  EXPECT_THAT(MessageOf<InvalidArgumentError>([] { concat({Tensor(1.f)}); }), HasSubstr("rank >= 1"));
+  EXPECT_THAT(testing::message_of<InvalidArgumentError>([] { concat({}); }), HasSubstr("at least one tensor"));
+  EXPECT_THAT(testing::message_of<InvalidArgumentError>([] { concat({Tensor(1.f)}); }), HasSubstr("rank >= 1"));
   const std::string msg =
-      MessageOf<InvalidArgumentError>([] { concat({Tensor{{1, 2}}, Tensor{{3, 4}}, Tensor{{1, 2, 3}}}); });
+      testing::message_of<InvalidArgumentError>([] { concat({Tensor{{1, 2}}, Tensor{{3, 4}}, Tensor{{1, 2, 3}}}); });
   EXPECT_THAT(msg, HasSubstr("tensor 2"));
   EXPECT_THAT(msg, HasSubstr("(1, 3)"));
   EXPECT_THAT(msg, HasSubstr("(1, 2)"));
-  EXPECT_THAT(MessageOf<InvalidArgumentError>([] { concat({Tensor{1.f}, Tensor{1.0}}); }),
+  EXPECT_THAT(testing::message_of<InvalidArgumentError>([] { concat({Tensor{1.f}, Tensor{1.0}}); }),
               HasSubstr("tensor 1"));
 }
 
@@ -724,7 +707,7 @@ TEST(TensorStack, Errors) {
   EXPECT_THROW(stack({Tensor{1, 2}, Tensor{1, 2, 3}}), InvalidArgumentError);
   EXPECT_THROW(stack({Tensor{1, 2}, Tensor{1.f, 2.f}}), InvalidArgumentError);
   EXPECT_THROW(stack({Tensor(1), Tensor{1}}), InvalidArgumentError);
-  const std::string msg = MessageOf<InvalidArgumentError>([] { stack({Tensor{1, 2}, Tensor{1, 2}, Tensor{1}}); });
+  const std::string msg = testing::message_of<InvalidArgumentError>([] { stack({Tensor{1, 2}, Tensor{1, 2}, Tensor{1}}); });
   EXPECT_THAT(msg, HasSubstr("tensor 2"));
   EXPECT_THAT(msg, HasSubstr("(1,)"));
 }

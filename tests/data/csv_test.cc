@@ -22,12 +22,6 @@ using ::distribute::testing::message_of;
 using ::testing::HasSubstr;
 using i32 = std::int32_t;
 
-template <class T>
-std::vector<T> Values(const Tensor& t) {
-  const auto d = t.data<T>();
-  return {d.begin(), d.end()};
-}
-
 // A file under the test temp dir, unique per test and process, removed at
 // the end of the test.
 class CsvTest : public ::testing::Test {
@@ -57,19 +51,19 @@ TEST_F(CsvTest, ValuesAndShapeAsFloat64) {
   const Tensor t = load_csv(Write("a.csv", "1,2,3\n4.5,-6,7e2\n"));
   EXPECT_EQ(t.dtype(), DType::kFloat64);
   EXPECT_EQ(t.shape(), (Shape{2, 3}));
-  EXPECT_EQ(Values<double>(t), (std::vector<double>{1, 2, 3, 4.5, -6, 700}));
+  EXPECT_EQ(testing::values_of<double>(t), (std::vector<double>{1, 2, 3, 4.5, -6, 700}));
 }
 
 TEST_F(CsvTest, LastLineWithoutNewline) {
   const Tensor t = load_csv(Write("a.csv", "1,2\n3,4"));
   EXPECT_EQ(t.shape(), (Shape{2, 2}));
-  EXPECT_EQ(Values<double>(t), (std::vector<double>{1, 2, 3, 4}));
+  EXPECT_EQ(testing::values_of<double>(t), (std::vector<double>{1, 2, 3, 4}));
 }
 
 TEST_F(CsvTest, SingleColumn) {
   const Tensor t = load_csv(Write("a.csv", "0.25\n0.5\n0.75\n"));
   EXPECT_EQ(t.shape(), (Shape{3, 1}));
-  EXPECT_EQ(Values<double>(t), (std::vector<double>{0.25, 0.5, 0.75}));
+  EXPECT_EQ(testing::values_of<double>(t), (std::vector<double>{0.25, 0.5, 0.75}));
 }
 
 TEST_F(CsvTest, HeaderIsSkippedOnlyWhenAsked) {
@@ -78,7 +72,7 @@ TEST_F(CsvTest, HeaderIsSkippedOnlyWhenAsked) {
   options.header = true;
   const Tensor t = load_csv(path, options);
   EXPECT_EQ(t.shape(), (Shape{2, 2}));
-  EXPECT_EQ(Values<double>(t), (std::vector<double>{1, 2, 3, 4}));
+  EXPECT_EQ(testing::values_of<double>(t), (std::vector<double>{1, 2, 3, 4}));
   // Without the option the column names are a malformed line 1.
   const std::string msg = message_of<InvalidArgumentError>([&] { load_csv(path); });
   EXPECT_THAT(msg, HasSubstr(path + ":1"));
@@ -90,11 +84,11 @@ TEST_F(CsvTest, OtherDelimiter) {
   options.delimiter = ';';
   const Tensor t = load_csv(Write("s.csv", "1;2;3\n4;5;6\n"), options);
   EXPECT_EQ(t.shape(), (Shape{2, 3}));
-  EXPECT_EQ(Values<double>(t), (std::vector<double>{1, 2, 3, 4, 5, 6}));
+  EXPECT_EQ(testing::values_of<double>(t), (std::vector<double>{1, 2, 3, 4, 5, 6}));
 
   options.delimiter = '\t';
   const Tensor tabs = load_csv(Write("t.tsv", "1\t2\n3\t4\n"), options);
-  EXPECT_EQ(Values<double>(tabs), (std::vector<double>{1, 2, 3, 4}));
+  EXPECT_EQ(testing::values_of<double>(tabs), (std::vector<double>{1, 2, 3, 4}));
 
   // A comma is not a delimiter then: "1,5" is not a number.
   options.delimiter = ';';
@@ -104,13 +98,13 @@ TEST_F(CsvTest, OtherDelimiter) {
 TEST_F(CsvTest, ToleratesWhitespaceAndCrlf) {
   const Tensor t = load_csv(Write("w.csv", " 1 ,\t2\r\n3,  4 \r\n"));
   EXPECT_EQ(t.shape(), (Shape{2, 2}));
-  EXPECT_EQ(Values<double>(t), (std::vector<double>{1, 2, 3, 4}));
+  EXPECT_EQ(testing::values_of<double>(t), (std::vector<double>{1, 2, 3, 4}));
 }
 
 TEST_F(CsvTest, SkipsBlankLines) {
   const Tensor t = load_csv(Write("b.csv", "\n1,2\n\n   \n3,4\r\n\r\n\n"));
   EXPECT_EQ(t.shape(), (Shape{2, 2}));
-  EXPECT_EQ(Values<double>(t), (std::vector<double>{1, 2, 3, 4}));
+  EXPECT_EQ(testing::values_of<double>(t), (std::vector<double>{1, 2, 3, 4}));
 }
 
 TEST_F(CsvTest, MissingFileIsNotFoundNamingThePath) {
@@ -188,7 +182,7 @@ TEST(Digits, ValueRanges) {
 
 TEST(Digits, FirstRow) {
   const Digits d = load_digits();
-  const std::vector<float> first = Values<float>(d.images[0]);
+  const std::vector<float> first = testing::values_of<float>(d.images[0]);
   ASSERT_EQ(first.size(), 64u);
   EXPECT_EQ(std::vector<float>(first.begin(), first.begin() + 8),
             (std::vector<float>{0, 0, 5, 13, 9, 1, 0, 0}));
@@ -222,7 +216,7 @@ TEST_F(CsvTest, DigitsFromAFile) {
   EXPECT_EQ(d.images[0][16].item<float>(), 16.f);
   EXPECT_EQ(d.images[0][17].item<float>(), 0.f);
   EXPECT_EQ(d.images[1][63].item<float>(), 16.f);
-  EXPECT_EQ(Values<i32>(d.labels), (std::vector<i32>{7, 3}));
+  EXPECT_EQ(testing::values_of<i32>(d.labels), (std::vector<i32>{7, 3}));
 }
 
 TEST_F(CsvTest, DigitsWithTheWrongColumnCountIsAnError) {

@@ -21,6 +21,7 @@
 #include "distribute/element.h"
 #include "distribute/errors.h"
 #include "distribute/tensor.h"
+#include "testing/helpers.h"
 #include "testing/strategy_matrix.h"
 
 namespace distribute {
@@ -36,12 +37,6 @@ struct BadElement : std::runtime_error {
   explicit BadElement(i64 v) : std::runtime_error("bad element " + std::to_string(v)), value(v) {}
   i64 value;
 };
-
-template <class T>
-std::vector<T> Values(const Tensor& t) {
-  const auto d = t.data<T>();
-  return {d.begin(), d.end()};
-}
 
 // 0, 1, ..., n-1 as int32 in `shape`.
 Tensor Iota(i64 n, Shape shape) {
@@ -69,7 +64,7 @@ std::vector<i64> Scalars(const Dataset& ds) {
 // The int64 vectors (batches) of one iteration.
 std::vector<std::vector<i64>> Batches(const Dataset& ds) {
   std::vector<std::vector<i64>> out;
-  for (const Element& e : ds) out.push_back(Values<i64>(e.tensor()));
+  for (const Element& e : ds) out.push_back(testing::values_of<i64>(e.tensor()));
   return out;
 }
 
@@ -110,7 +105,7 @@ TEST(FromTensorSlices, TwoDimensionalGivesRowViews) {
   for (const Element& e : Dataset::from_tensor_slices(t)) {
     EXPECT_EQ(e.tensor().shape(), (Shape{2}));
     EXPECT_TRUE(e.tensor().shares_buffer_with(t));
-    rows.push_back(Values<i32>(e.tensor()));
+    rows.push_back(testing::values_of<i32>(e.tensor()));
   }
   EXPECT_EQ(rows, (std::vector<std::vector<i32>>{{0, 1}, {2, 3}, {4, 5}}));
 }
@@ -128,7 +123,7 @@ TEST(FromTensorSlices, TupleSlicesEveryComponent) {
     const Element e = it.get_next();
     ASSERT_TRUE(e.is_tuple());
     ASSERT_EQ(e.size(), 2u);
-    EXPECT_EQ(Values<i32>(e[0]), (std::vector<i32>{2 * i, 2 * i + 1}));
+    EXPECT_EQ(testing::values_of<i32>(e[0]), (std::vector<i32>{2 * i, 2 * i + 1}));
     EXPECT_EQ(e[1].shape(), Shape{});
     EXPECT_EQ(e[1].item<double>(), 7.5 + i);
     EXPECT_TRUE(e[0].shares_buffer_with(features));
@@ -277,9 +272,9 @@ TEST(Batch, ConsecutiveSlicesAreZeroCopy) {
   ASSERT_EQ(batches.size(), 3u);
   EXPECT_EQ(batches[0].tensor().shape(), (Shape{2, 2}));
   EXPECT_EQ(batches[2].tensor().shape(), (Shape{1, 2}));
-  EXPECT_EQ(Values<i32>(batches[0].tensor()), (std::vector<i32>{0, 1, 2, 3}));
-  EXPECT_EQ(Values<i32>(batches[1].tensor()), (std::vector<i32>{4, 5, 6, 7}));
-  EXPECT_EQ(Values<i32>(batches[2].tensor()), (std::vector<i32>{8, 9}));
+  EXPECT_EQ(testing::values_of<i32>(batches[0].tensor()), (std::vector<i32>{0, 1, 2, 3}));
+  EXPECT_EQ(testing::values_of<i32>(batches[1].tensor()), (std::vector<i32>{4, 5, 6, 7}));
+  EXPECT_EQ(testing::values_of<i32>(batches[2].tensor()), (std::vector<i32>{8, 9}));
   for (const Element& b : batches) EXPECT_TRUE(b.tensor().shares_buffer_with(t));
 }
 
@@ -291,14 +286,14 @@ TEST(Batch, TupleBatchesComponentWise) {
   ASSERT_TRUE(first.is_tuple());
   EXPECT_EQ(first[0].shape(), (Shape{3, 2}));
   EXPECT_EQ(first[1].shape(), (Shape{3}));
-  EXPECT_EQ(Values<i32>(first[0]), (std::vector<i32>{0, 1, 2, 3, 4, 5}));
-  EXPECT_EQ(Values<float>(first[1]), (std::vector<float>{0.5f, 1.5f, 2.5f}));
+  EXPECT_EQ(testing::values_of<i32>(first[0]), (std::vector<i32>{0, 1, 2, 3, 4, 5}));
+  EXPECT_EQ(testing::values_of<float>(first[1]), (std::vector<float>{0.5f, 1.5f, 2.5f}));
   EXPECT_TRUE(first[0].shares_buffer_with(features));
   EXPECT_TRUE(first[1].shares_buffer_with(labels));
   const Element second = it.get_next();
   EXPECT_EQ(second[0].shape(), (Shape{1, 2}));
-  EXPECT_EQ(Values<i32>(second[0]), (std::vector<i32>{6, 7}));
-  EXPECT_EQ(Values<float>(second[1]), (std::vector<float>{3.5f}));
+  EXPECT_EQ(testing::values_of<i32>(second[0]), (std::vector<i32>{6, 7}));
+  EXPECT_EQ(testing::values_of<float>(second[1]), (std::vector<float>{3.5f}));
   EXPECT_FALSE(it.get_next_as_optional().has_value());
 }
 
@@ -309,7 +304,7 @@ TEST(Batch, StackingSeparateBuffersCopiesValues) {
             }).batch(3).make_iterator();
   const Element b = it.get_next();
   EXPECT_EQ(b.tensor().shape(), (Shape{3, 2}));
-  EXPECT_EQ(Values<i64>(b.tensor()), (std::vector<i64>{0, 0, 1, 10, 2, 20}));
+  EXPECT_EQ(testing::values_of<i64>(b.tensor()), (std::vector<i64>{0, 0, 1, 10, 2, 20}));
 }
 
 TEST(Batch, DifferentShapesNameElementsAndIterationContinues) {
@@ -324,7 +319,7 @@ TEST(Batch, DifferentShapesNameElementsAndIterationContinues) {
   auto it = ds.make_iterator();
   const Element first = it.get_next();
   EXPECT_EQ(first.tensor().shape(), (Shape{2, 1}));
-  EXPECT_EQ(Values<i64>(first.tensor()), (std::vector<i64>{0, 1}));
+  EXPECT_EQ(testing::values_of<i64>(first.tensor()), (std::vector<i64>{0, 1}));
   const std::string msg = message_of<InvalidArgumentError>([&] { it.get_next(); });
   EXPECT_THAT(msg, HasSubstr("element 2"));
   EXPECT_THAT(msg, HasSubstr("element 3"));
@@ -332,7 +327,7 @@ TEST(Batch, DifferentShapesNameElementsAndIterationContinues) {
   EXPECT_THAT(msg, HasSubstr("(2,)"));
   // The failed batch (elements 2 and 3) is dropped; the next one follows.
   const Element third = it.get_next();
-  EXPECT_EQ(Values<i64>(third.tensor()), (std::vector<i64>{4, 5}));
+  EXPECT_EQ(testing::values_of<i64>(third.tensor()), (std::vector<i64>{4, 5}));
   EXPECT_FALSE(it.get_next_as_optional().has_value());
 }
 
@@ -372,7 +367,7 @@ TEST(Unbatch, Tuple) {
   for (i32 i = 0; i < 3; ++i) {
     const Element e = it.get_next();
     ASSERT_TRUE(e.is_tuple());
-    EXPECT_EQ(Values<i32>(e[0]), (std::vector<i32>{2 * i, 2 * i + 1}));
+    EXPECT_EQ(testing::values_of<i32>(e[0]), (std::vector<i32>{2 * i, 2 * i + 1}));
     EXPECT_EQ(e[1].item<i32>(), 4 + i);
   }
   EXPECT_FALSE(it.get_next_as_optional().has_value());
@@ -421,10 +416,10 @@ TEST_P(MapParallelism, BatchAfterFailedMapKeepsTheRowsGatheredBefore) {
   // Element 3 fails while batch is building [2, 3]: row 2 stays gathered and
   // the batch is completed with element 4 (see BatchNode).
   auto it = Dataset::range(6).map(ThrowAt(3), GetParam()).batch(2).make_iterator();
-  EXPECT_EQ(Values<i64>(it.get_next().tensor()), (std::vector<i64>{0, 1}));
+  EXPECT_EQ(testing::values_of<i64>(it.get_next().tensor()), (std::vector<i64>{0, 1}));
   EXPECT_THROW(it.get_next(), BadElement);
-  EXPECT_EQ(Values<i64>(it.get_next().tensor()), (std::vector<i64>{2, 4}));
-  EXPECT_EQ(Values<i64>(it.get_next().tensor()), (std::vector<i64>{5}));
+  EXPECT_EQ(testing::values_of<i64>(it.get_next().tensor()), (std::vector<i64>{2, 4}));
+  EXPECT_EQ(testing::values_of<i64>(it.get_next().tensor()), (std::vector<i64>{5}));
   EXPECT_FALSE(it.get_next_as_optional().has_value());
 }
 
@@ -665,11 +660,11 @@ TEST(Rebatch, CrossesInputBatchBoundaries) {
 
 TEST(Rebatch, ZeroSizesGiveEmptyBatches) {
   auto it = Dataset::range(4).batch(4).rebatch({2, 0}).make_iterator();
-  EXPECT_EQ(Values<i64>(it.get_next().tensor()), (std::vector<i64>{0, 1}));
+  EXPECT_EQ(testing::values_of<i64>(it.get_next().tensor()), (std::vector<i64>{0, 1}));
   const Element empty = it.get_next();
   EXPECT_EQ(empty.tensor().shape(), (Shape{0}));
   EXPECT_EQ(empty.tensor().dtype(), DType::kInt64);
-  EXPECT_EQ(Values<i64>(it.get_next().tensor()), (std::vector<i64>{2, 3}));
+  EXPECT_EQ(testing::values_of<i64>(it.get_next().tensor()), (std::vector<i64>{2, 3}));
 }
 
 TEST(Rebatch, ZeroSizeAtTheEndOfTheInputAsInTF) {
@@ -685,7 +680,7 @@ TEST(Rebatch, ZeroSizesKeepInnerDimensions) {
   EXPECT_EQ(it.get_next().tensor().shape(), (Shape{0, 2}));
   EXPECT_EQ(it.get_next().tensor().shape(), (Shape{3, 2}));
   EXPECT_EQ(it.get_next().tensor().shape(), (Shape{0, 2}));
-  EXPECT_EQ(Values<i32>(it.get_next().tensor()), (std::vector<i32>{6, 7}));
+  EXPECT_EQ(testing::values_of<i32>(it.get_next().tensor()), (std::vector<i32>{6, 7}));
 }
 
 TEST(Rebatch, DropRemainder) {
@@ -701,10 +696,10 @@ TEST(Rebatch, SlicesWithinOneInputBatchAreZeroCopy) {
   std::vector<Element> out;
   for (const Element& e : Dataset::from_tensors(t).rebatch({3, 1})) out.push_back(e);
   ASSERT_EQ(out.size(), 4u);
-  EXPECT_EQ(Values<i32>(out[0].tensor()), (std::vector<i32>{0, 1, 2}));
-  EXPECT_EQ(Values<i32>(out[1].tensor()), (std::vector<i32>{3}));
-  EXPECT_EQ(Values<i32>(out[2].tensor()), (std::vector<i32>{4, 5, 6}));
-  EXPECT_EQ(Values<i32>(out[3].tensor()), (std::vector<i32>{7}));
+  EXPECT_EQ(testing::values_of<i32>(out[0].tensor()), (std::vector<i32>{0, 1, 2}));
+  EXPECT_EQ(testing::values_of<i32>(out[1].tensor()), (std::vector<i32>{3}));
+  EXPECT_EQ(testing::values_of<i32>(out[2].tensor()), (std::vector<i32>{4, 5, 6}));
+  EXPECT_EQ(testing::values_of<i32>(out[3].tensor()), (std::vector<i32>{7}));
   for (const Element& e : out) EXPECT_TRUE(e.tensor().shares_buffer_with(t));
 }
 
@@ -714,12 +709,12 @@ TEST(Rebatch, Tuple) {
   auto it = Dataset::from_tensor_slices({features, labels}).batch(3).rebatch(2).make_iterator();
   const Element a = it.get_next();
   ASSERT_TRUE(a.is_tuple());
-  EXPECT_EQ(Values<i32>(a[0]), (std::vector<i32>{0, 1, 2, 3}));
-  EXPECT_EQ(Values<i32>(a[1]), (std::vector<i32>{0, 1}));
+  EXPECT_EQ(testing::values_of<i32>(a[0]), (std::vector<i32>{0, 1, 2, 3}));
+  EXPECT_EQ(testing::values_of<i32>(a[1]), (std::vector<i32>{0, 1}));
   const Element b = it.get_next();  // crosses the input batches [0, 3) and [3, 4)
   EXPECT_EQ(b[0].shape(), (Shape{2, 2}));
-  EXPECT_EQ(Values<i32>(b[0]), (std::vector<i32>{4, 5, 6, 7}));
-  EXPECT_EQ(Values<i32>(b[1]), (std::vector<i32>{2, 3}));
+  EXPECT_EQ(testing::values_of<i32>(b[0]), (std::vector<i32>{4, 5, 6, 7}));
+  EXPECT_EQ(testing::values_of<i32>(b[1]), (std::vector<i32>{2, 3}));
   EXPECT_FALSE(it.get_next_as_optional().has_value());
 }
 
@@ -741,9 +736,9 @@ TEST(Rebatch, RecoversAfterAnUnbatchedElement) {
   auto it = ds.rebatch({0, 1}).make_iterator();
   EXPECT_THAT(message_of<InvalidArgumentError>([&] { it.get_next(); }), HasSubstr("scalar"));
   EXPECT_EQ(it.get_next().tensor().shape(), (Shape{0}));
-  EXPECT_EQ(Values<i64>(it.get_next().tensor()), (std::vector<i64>{0}));
+  EXPECT_EQ(testing::values_of<i64>(it.get_next().tensor()), (std::vector<i64>{0}));
   EXPECT_EQ(it.get_next().tensor().shape(), (Shape{0}));
-  EXPECT_EQ(Values<i64>(it.get_next().tensor()), (std::vector<i64>{1}));
+  EXPECT_EQ(testing::values_of<i64>(it.get_next().tensor()), (std::vector<i64>{1}));
   EXPECT_EQ(it.get_next().tensor().shape(), (Shape{0}));
   EXPECT_FALSE(it.get_next_as_optional().has_value());
 }
@@ -826,8 +821,8 @@ TEST(Iteration, GetNextAsOptionalIsNulloptAtAndAfterTheEnd) {
 
 TEST(Iteration, IteratorOutlivesTheTemporaryDataset) {
   auto it = Dataset::range(3).batch(2).make_iterator();
-  EXPECT_EQ(Values<i64>(it.get_next().tensor()), (std::vector<i64>{0, 1}));
-  EXPECT_EQ(Values<i64>(it.get_next().tensor()), (std::vector<i64>{2}));
+  EXPECT_EQ(testing::values_of<i64>(it.get_next().tensor()), (std::vector<i64>{0, 1}));
+  EXPECT_EQ(testing::values_of<i64>(it.get_next().tensor()), (std::vector<i64>{2}));
   EXPECT_FALSE(it.get_next_as_optional().has_value());
 
   auto chain = Dataset::range(10)

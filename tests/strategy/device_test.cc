@@ -11,23 +11,12 @@
 
 #include "distribute/errors.h"
 #include "distribute/strategies.h"
+#include "testing/helpers.h"
 
 namespace distribute {
 namespace {
 
 using ::testing::HasSubstr;
-
-// what() of the E that f throws; a test failure when f throws nothing.
-template <class E, class F>
-std::string MessageOf(F&& f) {
-  try {
-    f();
-  } catch (const E& e) {
-    return e.what();
-  }
-  ADD_FAILURE() << "expected an exception to be thrown";
-  return {};
-}
 
 std::string FullName(int index) { return "/job:localhost/replica:0/task:0/device:CPU:" + std::to_string(index); }
 
@@ -82,7 +71,7 @@ class ParseDeviceRejected : public ::testing::TestWithParam<const char*> {};
 TEST_P(ParseDeviceRejected, InvalidArgumentQuotingTheName) {
   const std::string name = GetParam();
   EXPECT_THROW(parse_device(name), InvalidArgumentError);
-  EXPECT_THAT(MessageOf<InvalidArgumentError>([&] { parse_device(name); }), HasSubstr("'" + name + "'"));
+  EXPECT_THAT(testing::message_of<InvalidArgumentError>([&] { parse_device(name); }), HasSubstr("'" + name + "'"));
 }
 
 INSTANTIATE_TEST_SUITE_P(Names, ParseDeviceRejected,
@@ -96,18 +85,18 @@ INSTANTIATE_TEST_SUITE_P(Names, ParseDeviceRejected,
 TEST(ParseDevice, GpuMessageMentionsGpuSupport) {
   for (const char* name : {"GPU:0", "gpu:1", "/device:GPU:0", "/job:localhost/replica:0/task:0/device:GPU:0"}) {
     SCOPED_TRACE(name);
-    const std::string msg = MessageOf<InvalidArgumentError>([&] { parse_device(name); });
+    const std::string msg = testing::message_of<InvalidArgumentError>([&] { parse_device(name); });
     EXPECT_THAT(msg, HasSubstr("GPU support"));
     EXPECT_THAT(msg, HasSubstr(std::string("'") + name + "'"));
   }
 }
 
 TEST(ParseDevice, MessagesSayWhatWasExpected) {
-  EXPECT_THAT(MessageOf<InvalidArgumentError>([] { parse_device("TPU:0"); }), HasSubstr("CPU"));
-  EXPECT_THAT(MessageOf<InvalidArgumentError>([] { parse_device("CPU:x"); }), HasSubstr("non-negative integer"));
-  EXPECT_THAT(MessageOf<InvalidArgumentError>([] { parse_device("/job:worker/task:0/device:CPU:0"); }),
+  EXPECT_THAT(testing::message_of<InvalidArgumentError>([] { parse_device("TPU:0"); }), HasSubstr("CPU"));
+  EXPECT_THAT(testing::message_of<InvalidArgumentError>([] { parse_device("CPU:x"); }), HasSubstr("non-negative integer"));
+  EXPECT_THAT(testing::message_of<InvalidArgumentError>([] { parse_device("/job:worker/task:0/device:CPU:0"); }),
               HasSubstr("worker"));
-  EXPECT_THAT(MessageOf<InvalidArgumentError>([] { parse_device("/job:localhost/task:1/device:CPU:0"); }),
+  EXPECT_THAT(testing::message_of<InvalidArgumentError>([] { parse_device("/job:localhost/task:1/device:CPU:0"); }),
               HasSubstr("task"));
 }
 
@@ -116,7 +105,7 @@ TEST(ParseDevice, MessagesSayWhatWasExpected) {
 
 TEST(MirroredStrategyDevices, EmptyListError) {
   EXPECT_THROW(MirroredStrategy(std::vector<std::string>{}), InvalidArgumentError);
-  EXPECT_THAT(MessageOf<InvalidArgumentError>([] { MirroredStrategy s(std::vector<std::string>{}); }),
+  EXPECT_THAT(testing::message_of<InvalidArgumentError>([] { MirroredStrategy s(std::vector<std::string>{}); }),
               HasSubstr("at least one device"));
 }
 
@@ -126,12 +115,12 @@ TEST(MirroredStrategyDevices, DuplicatesError) {
   EXPECT_THROW(MirroredStrategy({"cpu:1", "CPU:2", "/job:localhost/replica:0/task:0/device:CPU:1"}),
                InvalidArgumentError);
 
-  const std::string msg = MessageOf<InvalidArgumentError>([] { MirroredStrategy s({"CPU:0", "/device:CPU:0"}); });
+  const std::string msg = testing::message_of<InvalidArgumentError>([] { MirroredStrategy s({"CPU:0", "/device:CPU:0"}); });
   EXPECT_THAT(msg, HasSubstr("CPU:0"));
   EXPECT_THAT(msg, HasSubstr("positions 0 and 1"));
-  EXPECT_THAT(MessageOf<InvalidArgumentError>([] { MirroredStrategy s({"CPU:1", "CPU:2", "cpu:1"}); }),
+  EXPECT_THAT(testing::message_of<InvalidArgumentError>([] { MirroredStrategy s({"CPU:1", "CPU:2", "cpu:1"}); }),
               HasSubstr("positions 0 and 2"));
-  EXPECT_THAT(MessageOf<InvalidArgumentError>([] { MirroredStrategy s({"CPU:3", "CPU:4", "CPU:5", "/cpu:4"}); }),
+  EXPECT_THAT(testing::message_of<InvalidArgumentError>([] { MirroredStrategy s({"CPU:3", "CPU:4", "CPU:5", "/cpu:4"}); }),
               HasSubstr("positions 1 and 3"));
 }
 
@@ -140,7 +129,7 @@ TEST(MirroredStrategyDevices, MalformedOrUnknownError) {
   EXPECT_THROW(MirroredStrategy({"GPU:0"}), InvalidArgumentError);
   EXPECT_THROW(MirroredStrategy({""}), InvalidArgumentError);
   EXPECT_THROW(MirroredStrategy({"CPU:0", "/job:worker/task:0/device:CPU:1"}), InvalidArgumentError);
-  EXPECT_THAT(MessageOf<InvalidArgumentError>([] { MirroredStrategy s({"CPU:0", "CPU:x"}); }),
+  EXPECT_THAT(testing::message_of<InvalidArgumentError>([] { MirroredStrategy s({"CPU:0", "CPU:x"}); }),
               HasSubstr("'CPU:x'"));
 }
 
@@ -175,7 +164,7 @@ TEST(OneDeviceStrategyDevices, AcceptsOneCpu) {
 
 TEST(OneDeviceStrategyDevices, RejectsGpuAndMalformed) {
   EXPECT_THROW(OneDeviceStrategy("GPU:0"), InvalidArgumentError);
-  EXPECT_THAT(MessageOf<InvalidArgumentError>([] { OneDeviceStrategy s("GPU:0"); }), HasSubstr("GPU support"));
+  EXPECT_THAT(testing::message_of<InvalidArgumentError>([] { OneDeviceStrategy s("GPU:0"); }), HasSubstr("GPU support"));
   EXPECT_THROW(OneDeviceStrategy("CPU"), InvalidArgumentError);
   EXPECT_THROW(OneDeviceStrategy(""), InvalidArgumentError);
 }

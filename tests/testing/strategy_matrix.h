@@ -13,6 +13,7 @@
 #include <vector>
 
 #include "distribute/strategies.h"
+#include "testing/helpers.h"
 
 namespace distribute::testing {
 
@@ -58,21 +59,5 @@ inline std::string case_name(const ::testing::TestParamInfo<StrategyCase>& info)
 #define DISTRIBUTE_INSTANTIATE_STRATEGY_MATRIX(Fixture)                                                 \
   INSTANTIATE_TEST_SUITE_P(Strategies, Fixture, ::testing::ValuesIn(::distribute::testing::strategy_matrix()), \
                            ::distribute::testing::case_name)
-
-// Runs `f` and returns the message of the exception of type E it throws;
-// fails the test if it throws nothing or something else.
-template <class E, class F>
-std::string message_of(F&& f) {
-  try {
-    f();
-  } catch (const E& e) {
-    return e.what();
-  } catch (const std::exception& e) {
-    ADD_FAILURE() << "expected a different exception type, got: " << e.what();
-    return {};
-  }
-  ADD_FAILURE() << "expected an exception, got none";
-  return {};
-}
 
 }  // namespace distribute::testing

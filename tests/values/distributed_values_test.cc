@@ -15,24 +15,13 @@
 
 #include "distribute/errors.h"
 #include "distribute/tensor.h"
+#include "testing/helpers.h"
 
 namespace distribute {
 namespace {
 
 using ::testing::ElementsAre;
 using ::testing::HasSubstr;
-
-// what() of the E that f throws; a test failure when f throws nothing.
-template <class E, class F>
-std::string MessageOf(F&& f) {
-  try {
-    f();
-  } catch (const E& e) {
-    return e.what();
-  }
-  ADD_FAILURE() << "expected an exception to be thrown";
-  return {};
-}
 
 template <class T>
 std::string Streamed(const T& v) {
@@ -88,7 +77,7 @@ TEST(DistributedValues, EmptyListError) {
   EXPECT_THROW(Mirrored<int>(std::vector<int>{}), InvalidArgumentError);
   EXPECT_THROW(PerReplica<Tensor>(std::vector<Tensor>{}), InvalidArgumentError);
   EXPECT_THROW(DistributedValues<int>(std::vector<int>{}), InvalidArgumentError);
-  EXPECT_THAT(MessageOf<InvalidArgumentError>([] { PerReplica<int>(std::vector<int>{}); }),
+  EXPECT_THAT(testing::message_of<InvalidArgumentError>([] { PerReplica<int>(std::vector<int>{}); }),
               HasSubstr("got none"));
 }
 
@@ -102,10 +91,10 @@ TEST(DistributedValues, OutOfRangeError) {
   EXPECT_THROW(m.at(3), InvalidArgumentError);
   EXPECT_NO_THROW(m.at(2));
 
-  const std::string msg = MessageOf<InvalidArgumentError>([&] { p.at(2); });
+  const std::string msg = testing::message_of<InvalidArgumentError>([&] { p.at(2); });
   EXPECT_THAT(msg, HasSubstr("[0, 2)"));
   EXPECT_THAT(msg, HasSubstr("got 2"));
-  EXPECT_THAT(MessageOf<InvalidArgumentError>([&] { m[-1]; }), HasSubstr("got -1"));
+  EXPECT_THAT(testing::message_of<InvalidArgumentError>([&] { m[-1]; }), HasSubstr("got -1"));
 }
 
 TEST(DistributedValues, Iteration) {

@@ -1,0 +1,37 @@
+// Small helpers shared by the test suites.
+#pragma once
+
+#include <gtest/gtest.h>
+
+#include <exception>
+#include <string>
+#include <vector>
+
+#include "distribute/tensor.h"
+
+namespace distribute::testing {
+
+// Runs `f` and returns the what() of the exception of type E it throws;
+// fails the test if it throws nothing or something else.
+template <class E, class F>
+std::string message_of(F&& f) {
+  try {
+    f();
+  } catch (const E& e) {
+    return e.what();
+  } catch (const std::exception& e) {
+    ADD_FAILURE() << "expected a different exception type, got: " << e.what();
+    return {};
+  }
+  ADD_FAILURE() << "expected an exception, got none";
+  return {};
+}
+
+// The elements of `t` as a std::vector<T>.
+template <class T>
+std::vector<T> values_of(const Tensor& t) {
+  const auto d = t.data<T>();
+  return {d.begin(), d.end()};
+}
+
+}  // namespace distribute::testing
