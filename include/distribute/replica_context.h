@@ -13,9 +13,36 @@
 // default state.
 #pragma once
 
+#include <cstddef>
+#include <memory>
+#include <span>
+#include <tuple>
+#include <type_traits>
+#include <typeinfo>
+#include <utility>
+#include <vector>
+
+#include "distribute/distributed_values.h"
+#include "distribute/internal/function_ref.h"
+#include "distribute/options.h"
+#include "distribute/tensor.h"
+#include "distribute/types.h"
+
 namespace distribute {
 
 class Strategy;
+
+namespace internal {
+// While it lives, this thread is in cross-replica context of `strategy`
+// (merge_call's function runs inside one).
+class CrossReplicaScope {
+ public:
+  explicit CrossReplicaScope(Strategy& strategy);
+  ~CrossReplicaScope();
+  CrossReplicaScope(const CrossReplicaScope&) = delete;
+  CrossReplicaScope& operator=(const CrossReplicaScope&) = delete;
+};
+}  // namespace internal
 
 // What a replica knows about itself while Strategy::run executes it. Owned by
 // its strategy; valid while the strategy lives. Safe to call from the
@@ -30,9 +57,57 @@ class ReplicaContext {
   int num_replicas_in_sync() const noexcept;
   Strategy& strategy() const noexcept { return *strategy_; }
 
+  // --- Collectives -----------------------------------------------------
+  // Every replica must make the same collective calls in the same order;
+  // each call waits for all replicas. Contract shared by all of them:
+  //   - a replica that fails (throws) releases the others at once: their
+  //     pending and later collectives raise CancelledError naming it;
+  //   - a call that waits longer than its timeout (options.timeout_seconds,
+  //     else the strategy's, 60 s by default) raises DeadlineExceededError
+  //     on every waiting replica, naming the collective, its number within
+  //     the run, and the replicas that arrived and that are missing;
+  //   - replicas making different calls (other op, dtype, shape, number of
+  //     tensors, or one returning from its function) raise the same
+  //     InvalidArgumentError on every replica, naming the difference;
+  //   - memory: everything a replica did before a collective is visible to
+  //     every replica after it.
+  // Must be called by the replica this context belongs to, inside run
+  // (FailedPreconditionError otherwise).
+
+  // Element-wise SUM or MEAN (sum / number of replicas; integer MEAN
+  // truncates) over the replicas; the value must have the same shape and
+  // dtype on every replica. Every replica's result is the same buffer (no
+  // copy per replica). SUM is bitwise identical on every replica and every
+  // run: each element is added in replica order.
+  Tensor all_reduce(ReduceOp op, const Tensor& value, const CommunicationOptions& options = {}) const;
+  // Several tensors in one fused operation (packed per
+  // options.bytes_per_pack); results in the same order.
+  std::vector<Tensor> all_reduce(ReduceOp op, const std::vector<Tensor>& values,
+                                 const CommunicationOptions& options = {}) const;
+  // Concatenation of every replica's value along `axis` (negative counts
+  // from the end), in replica order. Values need rank >= 1, the same dtype
+  // and the same dimensions except along the axis, where sizes may differ.
+  Tensor all_gather(const Tensor& value, int axis, const CommunicationOptions& options = {}) const;
+  std::vector<Tensor> all_gather(const std::vector<Tensor>& values, int axis,
+                                 const CommunicationOptions& options = {}) const;
+
+  // Runs merge_fn once, on replica 0's thread in cross-replica context
+  // (get_replica_context() is nullptr inside), as
+  //   merge_fn(strategy, PerReplica<A1>{all replicas' a1}, ...)
+  // once every replica has called merge_call. Every replica gets the result:
+  // a PerReplica or Mirrored result gives each replica its own value, any
+  // other result is copied to every replica. An exception from merge_fn is
+  // rethrown on every replica.
+  template <class F, class... Args>
+  auto merge_call(F&& merge_fn, const Args&... args) const;
+
  private:
   friend class Strategy;
   ReplicaContext(Strategy& strategy, int replica_id) : strategy_(&strategy), replica_id_(replica_id) {}
+
+  std::shared_ptr<void> merge_call_erased(const void* args, const char* type_name,
+                                          internal::FunctionRef<std::shared_ptr<void>(std::span<const void* const>)> leader)
+      const;
 
   Strategy* strategy_;
   int replica_id_;
@@ -56,5 +131,44 @@ Strategy& get_strategy();
 
 // True when the current strategy is not the default strategy.
 bool has_strategy();
+
+}  // namespace distribute
+
+namespace distribute {
+
+template <class F, class... Args>
+auto ReplicaContext::merge_call(F&& merge_fn, const Args&... args) const {
+  using Tuple = std::tuple<const Args&...>;
+  using R = std::invoke_result_t<F&, Strategy&, const PerReplica<Args>&...>;
+  using Stored = std::conditional_t<std::is_void_v<R>, int, std::decay_t<R>>;
+  const Tuple mine(args...);
+  auto leader = [&](std::span<const void* const> all) -> std::shared_ptr<void> {
+    auto per_replica = [&]<std::size_t I>(std::integral_constant<std::size_t, I>) {
+      using A = std::tuple_element_t<I, std::tuple<Args...>>;
+      std::vector<A> values;
+      values.reserve(all.size());
+      for (const void* p : all) values.push_back(std::get<I>(*static_cast<const Tuple*>(p)));
+      return PerReplica<A>(std::move(values));
+    };
+    internal::CrossReplicaScope cross_replica(*strategy_);
+    return [&]<std::size_t... I>(std::index_sequence<I...>) -> std::shared_ptr<void> {
+      if constexpr (std::is_void_v<R>) {
+        merge_fn(*strategy_, per_replica(std::integral_constant<std::size_t, I>{})...);
+        return std::make_shared<Stored>(0);
+      } else {
+        return std::make_shared<Stored>(merge_fn(*strategy_, per_replica(std::integral_constant<std::size_t, I>{})...));
+      }
+    }(std::index_sequence_for<Args...>{});
+  };
+  std::shared_ptr<void> result = merge_call_erased(&mine, typeid(Tuple).name(), leader);
+  if constexpr (std::is_void_v<R>) {
+    return;
+  } else if constexpr (is_distributed_values_v<Stored>) {
+    using V = typename Stored::value_type;
+    return V(static_cast<const Stored*>(result.get())->values()[static_cast<std::size_t>(replica_id_)]);
+  } else {
+    return Stored(*static_cast<const Stored*>(result.get()));
+  }
+}
 
 }  // namespace distribute

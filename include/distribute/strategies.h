@@ -21,6 +21,8 @@ class MirroredStrategy : public Strategy {
   // InvalidArgumentError for an empty list and for duplicate, malformed or
   // unknown devices.
   explicit MirroredStrategy(const std::vector<std::string>& devices);
+  // With strategy-wide collective options (e.g. the default timeout).
+  MirroredStrategy(const std::vector<std::string>& devices, const CommunicationOptions& options);
 };
 
 // One replica on one device; run() calls fn on the calling thread and values

@@ -31,6 +31,7 @@
 #include "distribute/element.h"
 #include "distribute/errors.h"
 #include "distribute/internal/function_ref.h"
+#include "distribute/options.h"
 #include "distribute/replica_context.h"
 #include "distribute/tensor.h"
 #include "distribute/types.h"
@@ -41,7 +42,8 @@ class Strategy;
 
 namespace internal {
 class ReplicaPool;
-}
+class CollectiveGroup;
+}  // namespace internal
 
 // RAII guard returned by Strategy::scope(): while it lives, its strategy is
 // current on this thread, in cross-replica context. Scopes nest as in TF:
@@ -148,6 +150,19 @@ class Strategy {
   DistributedDataset distribute_datasets_from_function(const std::function<Dataset(const InputContext&)>& dataset_fn,
                                                        const InputOptions& options = {});
 
+  // Concatenates the replicas' values along `axis`, in replica order, in
+  // cross-replica context (each value: rank >= 1, equal dimensions except
+  // along the axis; sizes along it may differ). A plain value is returned
+  // unchanged, as TF does. FailedPreconditionError in replica context (use
+  // get_replica_context()->all_gather there).
+  Tensor gather(const PerReplica<Tensor>& value, int axis);
+  Tensor gather(const Mirrored<Tensor>& value, int axis);
+  Tensor gather(const Tensor& value, int axis);
+
+  // The options collectives use unless a call overrides them (the default
+  // timeout is 60 s).
+  const CommunicationOptions& communication_options() const noexcept { return communication_options_; }
+
   // The values of this process's replicas in replica order; a plain value
   // gives a list of one.
   template <class T>
@@ -162,7 +177,7 @@ class Strategy {
 
  protected:
   enum class Kind { kDefault, kOneDevice, kMirrored };
-  Strategy(Kind kind, std::vector<DeviceSpec> devices);
+  Strategy(Kind kind, std::vector<DeviceSpec> devices, CommunicationOptions options = {});
 
  private:
   friend class StrategyScope;
@@ -186,6 +201,8 @@ class Strategy {
   Kind kind_;
   std::vector<DeviceSpec> devices_;
   std::vector<std::unique_ptr<ReplicaContext>> replica_contexts_;
+  CommunicationOptions communication_options_;
+  std::unique_ptr<internal::CollectiveGroup> collectives_;
   std::unique_ptr<internal::ReplicaPool> pool_;
 };
 

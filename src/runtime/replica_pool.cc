@@ -26,7 +26,7 @@ ReplicaPool::~ReplicaPool() {
   for (auto& t : threads_) t.join();
 }
 
-void ReplicaPool::run(FunctionRef<void(int)> task) {
+void ReplicaPool::run(FunctionRef<void(int)> task, FunctionRef<void()> prologue) {
   if (num_replicas_ == 1 && owner_.load(std::memory_order_relaxed) == std::this_thread::get_id()) {
     // A nested call from this pool's own replica 0 (the default strategy
     // allows run() inside its replica function): nothing to hand off.
@@ -39,6 +39,7 @@ void ReplicaPool::run(FunctionRef<void(int)> task) {
     std::atomic<std::thread::id>& owner;
     ~ClearOwner() { owner.store(std::thread::id(), std::memory_order_relaxed); }
   } clear_owner{owner_};
+  prologue();
   if (num_replicas_ > 1) {
     task_ = &task;
     remaining_.notify_value(static_cast<std::uint32_t>(num_replicas_ - 1));

@@ -37,7 +37,9 @@ class ReplicaPool {
   // callers reject the other nested cases before they get here. Everything the
   // caller did before run() is visible to every task(r); everything each
   // task(r) did is visible to the caller after run() returns.
-  void run(FunctionRef<void(int)> task);
+  // `prologue` runs first, under the same serialization (e.g. to reset
+  // per-run state that replicas share).
+  void run(FunctionRef<void(int)> task, FunctionRef<void()> prologue);
 
  private:
   void worker_loop(int replica);

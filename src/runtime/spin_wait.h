@@ -9,12 +9,21 @@
 //
 // Memory ordering: a waiter that returns because it saw the value written by
 // notify_value() sees everything the notifying thread did before it (the
-// store and the load are sequentially consistent).
+// store and the load are sequentially consistent). Sleeping uses the Linux
+// futex directly (std::atomic::wait has no timeout); the word is a
+// std::atomic<uint32_t>, which has the layout of a uint32_t.
 #pragma once
 
+#include <linux/futex.h>
+#include <sys/syscall.h>
+#include <unistd.h>
+
 #include <atomic>
+#include <cerrno>
 #include <chrono>
+#include <climits>
 #include <cstdint>
+#include <ctime>
 #include <thread>
 
 #if defined(__x86_64__) || defined(__i386__)
@@ -66,9 +75,22 @@ class WaitWord {
 
   // Returns the first value different from `old`.
   std::uint32_t wait_while_equal(std::uint32_t old, const SpinPolicy& policy) noexcept {
+    std::uint32_t v = 0;
+    wait_while_equal_until(old, policy, std::chrono::steady_clock::time_point::max(), &v);
+    return v;
+  }
+
+  // Waits until the value differs from `old` (returns true, the new value in
+  // *value) or `deadline` passes (returns false).
+  bool wait_while_equal_until(std::uint32_t old, const SpinPolicy& policy,
+                              std::chrono::steady_clock::time_point deadline, std::uint32_t* value) noexcept {
     std::uint32_t v = word_.load(std::memory_order_acquire);
-    if (v != old) return v;
-    const auto deadline = std::chrono::steady_clock::now() + policy.spin_for;
+    if (v != old) {
+      *value = v;
+      return true;
+    }
+    const auto now = std::chrono::steady_clock::now();
+    const auto spin_end = now + policy.spin_for < deadline ? now + policy.spin_for : deadline;
     // One pause per check: a pause costs up to ~140 cycles on recent x86,
     // so a batch of them would add that much latency to every hand-off. The
     // clock is read only every 64 rounds.
@@ -79,18 +101,41 @@ class WaitWord {
         cpu_relax();
       }
       v = word_.load(std::memory_order_acquire);
-      if (v != old) return v;
-      if ((round % 64) == 0 && std::chrono::steady_clock::now() >= deadline) break;
+      if (v != old) {
+        *value = v;
+        return true;
+      }
+      if ((round % 64) == 0 && std::chrono::steady_clock::now() >= spin_end) break;
     }
     sleepers_.fetch_add(1, std::memory_order_seq_cst);
-    while ((v = word_.load(std::memory_order_seq_cst)) == old) word_.wait(old, std::memory_order_seq_cst);
+    bool changed = true;
+    while ((v = word_.load(std::memory_order_seq_cst)) == old) {
+      const auto left = deadline - std::chrono::steady_clock::now();
+      if (left <= std::chrono::nanoseconds::zero()) {
+        changed = false;
+        break;
+      }
+      futex_wait(old, left);
+    }
     sleepers_.fetch_sub(1, std::memory_order_relaxed);
-    return v;
+    *value = v;
+    return changed;
   }
 
  private:
   void wake() noexcept {
-    if (sleepers_.load(std::memory_order_seq_cst) != 0) word_.notify_all();
+    if (sleepers_.load(std::memory_order_seq_cst) != 0) {
+      syscall(SYS_futex, reinterpret_cast<std::uint32_t*>(&word_), FUTEX_WAKE_PRIVATE, INT_MAX, nullptr, nullptr, 0);
+    }
+  }
+
+  // Sleeps while the word equals `old`, for at most `left` (at most a second
+  // a call, so a very distant deadline does not overflow the timespec).
+  void futex_wait(std::uint32_t old, std::chrono::steady_clock::duration left) noexcept {
+    const auto capped = left < std::chrono::seconds(1) ? left : std::chrono::steady_clock::duration(std::chrono::seconds(1));
+    const auto ns = std::chrono::duration_cast<std::chrono::nanoseconds>(capped).count();
+    timespec ts{static_cast<time_t>(ns / 1000000000), static_cast<long>(ns % 1000000000)};
+    syscall(SYS_futex, reinterpret_cast<std::uint32_t*>(&word_), FUTEX_WAIT_PRIVATE, old, &ts, nullptr, 0);
   }
 
   std::atomic<std::uint32_t> word_;

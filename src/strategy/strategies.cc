@@ -32,6 +32,9 @@ MirroredStrategy::MirroredStrategy() : Strategy(Kind::kMirrored, all_local_cpus(
 MirroredStrategy::MirroredStrategy(const std::vector<std::string>& devices)
     : Strategy(Kind::kMirrored, parse_devices(devices)) {}
 
+MirroredStrategy::MirroredStrategy(const std::vector<std::string>& devices, const CommunicationOptions& options)
+    : Strategy(Kind::kMirrored, parse_devices(devices), options) {}
+
 OneDeviceStrategy::OneDeviceStrategy(const std::string& device)
     : Strategy(Kind::kOneDevice, {parse_device(device)}) {}
 

@@ -3,6 +3,7 @@
 #include <exception>
 #include <mutex>
 
+#include "collectives/collective_group.h"
 #include "runtime/replica_pool.h"
 #include "strategy/context.h"
 
@@ -52,7 +53,17 @@ std::string_view kind_name(int kind) {
 
 int ReplicaContext::num_replicas_in_sync() const noexcept { return strategy_->num_replicas_in_sync(); }
 
-Strategy::Strategy(Kind kind, std::vector<DeviceSpec> devices) : kind_(kind), devices_(std::move(devices)) {
+Strategy::Strategy(Kind kind, std::vector<DeviceSpec> devices, CommunicationOptions options)
+    : kind_(kind), devices_(std::move(devices)), communication_options_(options) {
+  if (!communication_options_.timeout_seconds.has_value()) communication_options_.timeout_seconds = 60.0;
+  if (!(*communication_options_.timeout_seconds > 0)) {
+    throw InvalidArgumentError("CommunicationOptions: expected timeout_seconds > 0, got " +
+                               std::to_string(*communication_options_.timeout_seconds));
+  }
+  if (communication_options_.bytes_per_pack < 0) {
+    throw InvalidArgumentError("CommunicationOptions: expected bytes_per_pack >= 0, got " +
+                               std::to_string(communication_options_.bytes_per_pack));
+  }
   if (devices_.empty()) {
     throw InvalidArgumentError(std::string(kind_name(static_cast<int>(kind_))) +
                                ": expected at least one device, got an empty list");
@@ -70,6 +81,7 @@ Strategy::Strategy(Kind kind, std::vector<DeviceSpec> devices) : kind_(kind), de
   for (std::size_t r = 0; r < devices_.size(); ++r) {
     replica_contexts_.push_back(std::unique_ptr<ReplicaContext>(new ReplicaContext(*this, static_cast<int>(r))));
   }
+  collectives_ = std::make_unique<internal::CollectiveGroup>(num_replicas_in_sync());
   pool_ = std::make_unique<internal::ReplicaPool>(num_replicas_in_sync(), "replica-");
 }
 
@@ -108,8 +120,10 @@ void Strategy::require_cross_replica_or_default_context(std::string_view method)
   }
   throw FailedPreconditionError(call + " requires being in cross-replica context, but was called from the replica " +
                                 "function of replica " + std::to_string(top->replica->replica_id_in_sync_group()) +
-                                " of " + to_string() +
-                                "; inside a replica function use get_replica_context()->merge_call() instead");
+                                " of " + to_string() + "; inside a replica function use " +
+                                (method == "gather" ? "get_replica_context()->all_gather()"
+                                                    : "get_replica_context()->merge_call()") +
+                                " instead");
 }
 
 void Strategy::check_replica_count(std::size_t values, std::size_t argument_index) const {
@@ -127,16 +141,21 @@ void Strategy::run_replicas(internal::FunctionRef<void(int)> body) {
       internal::push_mode({this, replica_contexts_[static_cast<std::size_t>(r)].get()});
     } catch (...) {
       failure.record(r, std::current_exception());
+      collectives_->abort(r, std::current_exception());
       return;
     }
     try {
       body(r);
+      collectives_->finish(r);
     } catch (...) {
-      failure.record(r, std::current_exception());
+      std::exception_ptr error = std::current_exception();
+      failure.record(r, error);
+      // Releases the replicas waiting for this one in a collective.
+      collectives_->abort(r, std::move(error));
     }
     internal::pop_mode();
   };
-  pool_->run(task);
+  pool_->run(task, [this] { collectives_->reset(); });
   failure.rethrow_if_any();
 }
 

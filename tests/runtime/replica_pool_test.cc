@@ -15,7 +15,7 @@ TEST(ReplicaPool, RunsEveryReplicaExactlyOnce) {
     ReplicaPool pool(n, "test-");
     std::vector<int> hits(static_cast<std::size_t>(n), 0);  // plain ints: the pool's ordering makes them safe
     for (int round = 0; round < 100; ++round) {
-      pool.run([&](int r) { hits[static_cast<std::size_t>(r)] += 1; });
+      pool.run([&](int r) { hits[static_cast<std::size_t>(r)] += 1; }, [] {});
     }
     for (int r = 0; r < n; ++r) EXPECT_EQ(hits[static_cast<std::size_t>(r)], 100) << "n=" << n << " r=" << r;
   }
@@ -26,7 +26,7 @@ TEST(ReplicaPool, CallerWritesAreVisibleToTasksAndBack) {
   std::vector<long> in(4), out(4);
   for (long round = 0; round < 1000; ++round) {
     for (std::size_t r = 0; r < 4; ++r) in[r] = round * 10 + static_cast<long>(r);
-    pool.run([&](int r) { out[static_cast<std::size_t>(r)] = in[static_cast<std::size_t>(r)] * 2; });
+    pool.run([&](int r) { out[static_cast<std::size_t>(r)] = in[static_cast<std::size_t>(r)] * 2; }, [] {});
     for (std::size_t r = 0; r < 4; ++r) ASSERT_EQ(out[r], (round * 10 + static_cast<long>(r)) * 2);
   }
 }
@@ -34,7 +34,7 @@ TEST(ReplicaPool, CallerWritesAreVisibleToTasksAndBack) {
 TEST(ReplicaPool, ReplicaZeroRunsOnTheCaller) {
   ReplicaPool pool(3, "test-");
   std::vector<std::thread::id> ids(3);
-  pool.run([&](int r) { ids[static_cast<std::size_t>(r)] = std::this_thread::get_id(); });
+  pool.run([&](int r) { ids[static_cast<std::size_t>(r)] = std::this_thread::get_id(); }, [] {});
   EXPECT_EQ(ids[0], std::this_thread::get_id());
   EXPECT_NE(ids[1], ids[0]);
   EXPECT_NE(ids[2], ids[1]);
@@ -47,7 +47,7 @@ TEST(ReplicaPool, WakesSleepingThreads) {
   std::atomic<int> count{0};
   for (int round = 0; round < 3; ++round) {
     std::this_thread::sleep_for(std::chrono::milliseconds(20));
-    pool.run([&](int) { count.fetch_add(1); });
+    pool.run([&](int) { count.fetch_add(1); }, [] {});
   }
   EXPECT_EQ(count.load(), 9);
 }
@@ -63,7 +63,7 @@ TEST(ReplicaPool, ConcurrentCallersAreSerialized) {
           if (in_flight.fetch_add(1) >= 2) overlap.fetch_add(1);
           total.fetch_add(1);
           in_flight.fetch_sub(1);
-        });
+        }, [] {});
       }
     });
   }

@@ -1,0 +1,35 @@
+// Options of collective operations (TF's tf.distribute.experimental.CommunicationOptions).
+#pragma once
+
+#include <cstdint>
+#include <optional>
+
+namespace distribute {
+
+enum class CommunicationImplementation { AUTO, RING, NCCL };
+
+struct CommunicationOptions {
+  // all_reduce of a list packs consecutive tensors into reductions of at most
+  // this many bytes each (a single tensor larger than that is its own pack);
+  // 0 puts the whole list in one reduction. Negative: InvalidArgumentError.
+  std::int64_t bytes_per_pack = 0;
+  // How long a collective waits for the other replicas before raising
+  // DeadlineExceededError on every waiting replica. Unset: the strategy's
+  // default (60 s unless the strategy was built with other options).
+  // Must be > 0 when set.
+  std::optional<double> timeout_seconds;
+  // A hint; in-process replicas always use the shared-memory engine.
+  CommunicationImplementation implementation = CommunicationImplementation::AUTO;
+
+  // `other`'s fields that are set (bytes_per_pack != 0, timeout_seconds set,
+  // implementation != AUTO) override this one's (TF's Options.merge).
+  CommunicationOptions merge(const CommunicationOptions& other) const {
+    CommunicationOptions out = *this;
+    if (other.bytes_per_pack != 0) out.bytes_per_pack = other.bytes_per_pack;
+    if (other.timeout_seconds.has_value()) out.timeout_seconds = other.timeout_seconds;
+    if (other.implementation != CommunicationImplementation::AUTO) out.implementation = other.implementation;
+    return out;
+  }
+};
+
+}  // namespace distribute

@@ -1,0 +1,152 @@
+// ReplicaContext collectives and Strategy::gather.
+#include <algorithm>
+#include <chrono>
+#include <cstring>
+
+#include "collectives/collective_group.h"
+#include "distribute/errors.h"
+#include "distribute/strategy.h"
+#include "strategy/context.h"
+
+namespace distribute {
+namespace internal {
+
+CrossReplicaScope::CrossReplicaScope(Strategy& strategy) { push_mode({&strategy, nullptr}); }
+CrossReplicaScope::~CrossReplicaScope() { pop_mode(); }
+
+namespace {
+
+Clock::time_point deadline_for(const CommunicationOptions& strategy_options, const CommunicationOptions& call) {
+  const CommunicationOptions merged = strategy_options.merge(call);
+  const double seconds = *merged.timeout_seconds;
+  if (!(seconds > 0)) {
+    throw InvalidArgumentError("CommunicationOptions: expected timeout_seconds > 0, got " + std::to_string(seconds));
+  }
+  return Clock::now() + std::chrono::duration_cast<Clock::duration>(std::chrono::duration<double>(seconds));
+}
+
+int normalize_gather_axis(const Tensor& t, int axis, const char* op) {
+  if (t.rank() == 0) {
+    throw InvalidArgumentError(std::string(op) + ": expected tensors of rank >= 1, got a scalar; add an axis first "
+                               "(e.g. reshape to shape (1,))");
+  }
+  if (axis < -t.rank() || axis >= t.rank()) {
+    throw InvalidArgumentError(std::string(op) + ": expected axis in [" + std::to_string(-t.rank()) + ", " +
+                               std::to_string(t.rank()) + ") for a tensor of rank " + std::to_string(t.rank()) +
+                               ", got " + std::to_string(axis));
+  }
+  return axis < 0 ? axis + t.rank() : axis;
+}
+
+}  // namespace
+}  // namespace internal
+
+namespace {
+
+// Raises unless this thread is running `ctx`'s replica function (or is in
+// the default state and `ctx` is the default replica context).
+void require_own_context(const ReplicaContext& ctx, const char* method) {
+  const internal::ThreadMode* mode = internal::current_mode();
+  if (mode != nullptr && mode->replica == &ctx) return;
+  if (mode == nullptr && get_replica_context() == &ctx) return;
+  if (mode != nullptr && mode->replica == nullptr) {
+    throw FailedPreconditionError(std::string("ReplicaContext::") + method +
+                                  " requires being in a replica context (inside strategy.run), but this thread is "
+                                  "in cross-replica context of " + mode->strategy->to_string());
+  }
+  throw FailedPreconditionError(std::string("ReplicaContext::") + method + ": this is the context of replica " +
+                                std::to_string(ctx.replica_id_in_sync_group()) + " of " + ctx.strategy().to_string() +
+                                ", but this thread is not running that replica's function (mismatching "
+                                "ReplicaContext)");
+}
+
+}  // namespace
+
+Tensor ReplicaContext::all_reduce(ReduceOp op, const Tensor& value, const CommunicationOptions& options) const {
+  return all_reduce(op, std::vector<Tensor>{value}, options)[0];
+}
+
+std::vector<Tensor> ReplicaContext::all_reduce(ReduceOp op, const std::vector<Tensor>& values,
+                                               const CommunicationOptions& options) const {
+  require_own_context(*this, "all_reduce");
+  const auto deadline = internal::deadline_for(strategy_->communication_options_, options);
+  if (strategy_->num_replicas_in_sync() == 1) return values;
+  const std::int64_t bytes_per_pack = strategy_->communication_options_.merge(options).bytes_per_pack;
+  return strategy_->collectives_->all_reduce(replica_id_, op, values, bytes_per_pack, deadline);
+}
+
+Tensor ReplicaContext::all_gather(const Tensor& value, int axis, const CommunicationOptions& options) const {
+  return all_gather(std::vector<Tensor>{value}, axis, options)[0];
+}
+
+std::vector<Tensor> ReplicaContext::all_gather(const std::vector<Tensor>& values, int axis,
+                                               const CommunicationOptions& options) const {
+  require_own_context(*this, "all_gather");
+  const auto deadline = internal::deadline_for(strategy_->communication_options_, options);
+  if (values.empty()) throw InvalidArgumentError("ReplicaContext::all_gather: expected at least one tensor, got none");
+  const int a = internal::normalize_gather_axis(values[0], axis, "ReplicaContext::all_gather");
+  for (const Tensor& t : values) internal::normalize_gather_axis(t, axis, "ReplicaContext::all_gather");
+  if (strategy_->num_replicas_in_sync() == 1) return values;
+  return strategy_->collectives_->all_gather(replica_id_, values, a, deadline);
+}
+
+std::shared_ptr<void> ReplicaContext::merge_call_erased(
+    const void* args, const char* type_name,
+    internal::FunctionRef<std::shared_ptr<void>(std::span<const void* const>)> leader) const {
+  require_own_context(*this, "merge_call");
+  const auto deadline = internal::deadline_for(strategy_->communication_options_, {});
+  if (strategy_->num_replicas_in_sync() == 1) {
+    const void* all[] = {args};
+    return leader(all);
+  }
+  return strategy_->collectives_->merge_call(replica_id_, args, type_name, leader, deadline);
+}
+
+Tensor Strategy::gather(const PerReplica<Tensor>& value, int axis) {
+  require_cross_replica_or_default_context("gather");
+  const std::vector<Tensor>& parts = value.values();
+  const int a = internal::normalize_gather_axis(parts[0], axis, "Strategy::gather");
+  Shape shape = parts[0].shape();
+  std::int64_t along = 0;
+  for (std::size_t r = 0; r < parts.size(); ++r) {
+    const Tensor& t = parts[r];
+    bool same = t.dtype() == parts[0].dtype() && t.rank() == parts[0].rank();
+    for (int k = 0; same && k < t.rank(); ++k) same = k == a || t.dim(k) == parts[0].dim(k);
+    if (!same) {
+      throw InvalidArgumentError("Strategy::gather: expected equal dtypes and dimensions except along axis " +
+                                 std::to_string(a) + ", got shape " + shape_string(parts[0].shape()) + " dtype " +
+                                 std::string(dtype_name(parts[0].dtype())) + " on replica 0 and shape " +
+                                 shape_string(t.shape()) + " dtype " + std::string(dtype_name(t.dtype())) +
+                                 " on replica " + std::to_string(r));
+    }
+    along += t.dim(a);
+  }
+  shape[static_cast<std::size_t>(a)] = along;
+  void* data = nullptr;
+  Tensor out = internal::allocate_tensor(parts[0].dtype(), shape, &data);
+  std::size_t outer = 1, inner = dtype_size(out.dtype());
+  for (int k = 0; k < a; ++k) outer *= static_cast<std::size_t>(shape[static_cast<std::size_t>(k)]);
+  for (int k = a + 1; k < out.rank(); ++k) inner *= static_cast<std::size_t>(shape[static_cast<std::size_t>(k)]);
+  std::size_t before = 0;
+  for (const Tensor& t : parts) {
+    const auto rows = static_cast<std::size_t>(t.dim(a));
+    for (std::size_t o = 0; o < outer && rows > 0; ++o) {
+      std::memcpy(static_cast<std::byte*>(data) + (o * static_cast<std::size_t>(along) + before) * inner,
+                  t.bytes().data() + o * rows * inner, rows * inner);
+    }
+    before += rows;
+  }
+  return out;
+}
+
+Tensor Strategy::gather(const Mirrored<Tensor>& value, int axis) {
+  return gather(PerReplica<Tensor>(value.values()), axis);
+}
+
+Tensor Strategy::gather(const Tensor& value, int axis) {
+  require_cross_replica_or_default_context("gather");
+  (void)axis;
+  return value;  // TF returns a non-distributed value unchanged
+}
+
+}  // namespace distribute
