@@ -101,6 +101,24 @@ Tensor allocate_tensor(DType dtype, Shape shape, void** data);
 Tensor scalar_of(DType dtype, double value);
 Tensor scalar_of(DType dtype, std::int64_t value);
 [[noreturn]] void throw_dtype_mismatch(DType expected, DType got, const char* what);
+
+// Recycles large output buffers: a buffer whose last Tensor is destroyed
+// goes back to the pool (up to a few of them) instead of to the allocator, so
+// that repeated collectives of one size do not pay for fresh pages (page
+// faults) on every call. Thread-safe; buffers may outlive the pool.
+class BufferPool {
+ public:
+  BufferPool();
+  ~BufferPool();
+  BufferPool(const BufferPool&) = delete;
+  BufferPool& operator=(const BufferPool&) = delete;
+  // Like allocate_tensor; the contents are unspecified.
+  Tensor allocate(DType dtype, Shape shape, void** data);
+
+ private:
+  struct State;
+  std::shared_ptr<State> state_;
+};
 [[noreturn]] void throw_ragged_rows(std::size_t expected, std::size_t got);
 }  // namespace internal
 
@@ -180,6 +198,7 @@ class Tensor {
 
  private:
   friend Tensor internal::allocate_tensor(DType, Shape, void**);
+  friend class internal::BufferPool;
   friend Tensor concat(const std::vector<Tensor>& tensors);
 
   Tensor(std::shared_ptr<const std::byte> storage, std::size_t offset, Shape shape, DType dtype);

@@ -286,7 +286,7 @@ std::vector<Tensor> CollectiveGroup::all_reduce(int replica, ReduceOp op, const 
   if (replica == 0) {
     for (const Pack& p : packs) {
       void* data = nullptr;
-      desc.packs.push_back(allocate_tensor(values[p.first].dtype(), {p.elements}, &data));
+      desc.packs.push_back(buffers_.allocate(values[p.first].dtype(), {p.elements}, &data));
     }
   }
   const std::uint64_t seq = publish(replica, std::move(desc));
@@ -358,7 +358,7 @@ std::vector<Tensor> CollectiveGroup::all_gather(int replica, const std::vector<T
       for (const Slot& s : slots_) along += (*s.desc.tensors)[i].dim(axis);
       shape[static_cast<std::size_t>(axis)] = along;
       void* data = nullptr;
-      d0.outputs.push_back(allocate_tensor(values[i].dtype(), shape, &data));
+      d0.outputs.push_back(buffers_.allocate(values[i].dtype(), shape, &data));
     }
   }
   if (replica == 0) {

@@ -122,6 +122,7 @@ class CollectiveGroup {
   [[noreturn]] void throw_aborted(int replica, std::uint64_t seq, const char* what) const;
 
   const int n_;
+  BufferPool buffers_;  // output buffers, recycled between calls
   std::vector<Slot> slots_;
   SpinPolicy policy_;
   WaitWord progress_;  // bumped by every arrival, completion and abort

@@ -4,6 +4,7 @@
 #include <cmath>
 #include <cstring>
 #include <limits>
+#include <mutex>
 #include <new>
 #include <ostream>
 #include <sstream>
@@ -215,6 +216,59 @@ Tensor allocate_tensor(DType dtype, Shape shape, void** data) {
   const std::int64_t n = checked_num_elements(shape);
   auto storage = allocate_storage(static_cast<std::size_t>(n) * dtype_size(dtype));
   *data = const_cast<std::byte*>(storage.get());
+  return Tensor(std::move(storage), 0, std::move(shape), dtype);
+}
+
+struct BufferPool::State {
+  std::mutex mutex;
+  std::vector<std::pair<std::size_t, std::byte*>> free;  // (bytes, buffer)
+  bool closed = false;
+};
+
+namespace {
+constexpr std::size_t kPooledMinBytes = 64 * 1024;
+constexpr std::size_t kPooledBuffers = 4;
+}  // namespace
+
+BufferPool::BufferPool() : state_(std::make_shared<State>()) {}
+
+BufferPool::~BufferPool() {
+  std::lock_guard<std::mutex> lock(state_->mutex);
+  state_->closed = true;
+  for (auto& [bytes, p] : state_->free) ::operator delete(p, std::align_val_t{kAlignment});
+  state_->free.clear();
+}
+
+Tensor BufferPool::allocate(DType dtype, Shape shape, void** data) {
+  const std::int64_t n = checked_num_elements(shape);
+  const std::size_t bytes = static_cast<std::size_t>(n) * dtype_size(dtype);
+  if (bytes < kPooledMinBytes) return allocate_tensor(dtype, std::move(shape), data);
+  std::byte* p = nullptr;
+  {
+    std::lock_guard<std::mutex> lock(state_->mutex);
+    for (auto it = state_->free.begin(); it != state_->free.end(); ++it) {
+      if (it->first == bytes) {
+        p = it->second;
+        state_->free.erase(it);
+        break;
+      }
+    }
+  }
+  if (p == nullptr) p = static_cast<std::byte*>(::operator new(bytes, std::align_val_t{kAlignment}));
+  // The deleter hands the buffer back to the pool (under its mutex, which
+  // orders the last reader's accesses before the next writer's).
+  std::shared_ptr<const std::byte> storage(p, [state = state_, bytes](const std::byte* q) {
+    auto* buffer = const_cast<std::byte*>(q);
+    {
+      std::lock_guard<std::mutex> lock(state->mutex);
+      if (!state->closed && state->free.size() < kPooledBuffers) {
+        state->free.emplace_back(bytes, buffer);
+        return;
+      }
+    }
+    ::operator delete(buffer, std::align_val_t{kAlignment});
+  });
+  *data = p;
   return Tensor(std::move(storage), 0, std::move(shape), dtype);
 }
 

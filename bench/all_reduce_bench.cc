@@ -1,0 +1,118 @@
+// all_reduce SUM of float32 between in-process replicas, against references
+// measured in the same run:
+//   BM_Copy/S             one thread copying S bytes (STREAM-like copy)
+//   BM_TwoThreadInPlace/S two threads, each summing its half of two S-byte
+//                         buffers and writing the result into both (the
+//                         in-place reference the issue names)
+//   BM_AllReduce/S/N      ReplicaContext::all_reduce of an S-byte tensor on
+//                         N replicas, inside one run() per iteration batch
+// Time per iteration is one all_reduce; bytes_per_second counts S (one
+// replica's tensor: the algorithm bandwidth). Results are checked.
+#include <benchmark/benchmark.h>
+
+#include <atomic>
+#include <barrier>
+#include <cstring>
+#include <stdexcept>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "distribute/distribute.h"
+
+namespace {
+
+namespace dist = distribute;
+
+std::vector<std::string> cpus(int n) {
+  std::vector<std::string> d;
+  for (int i = 0; i < n; ++i) d.push_back("CPU:" + std::to_string(i));
+  return d;
+}
+
+void BM_Copy(benchmark::State& state) {
+  const auto bytes = static_cast<std::size_t>(state.range(0));
+  std::vector<char> a(bytes, 1), b(bytes, 2);
+  for (auto _ : state) {
+    std::memcpy(b.data(), a.data(), bytes);
+    benchmark::ClobberMemory();
+  }
+  state.SetBytesProcessed(static_cast<std::int64_t>(state.iterations()) * state.range(0));
+}
+
+void BM_TwoThreadInPlace(benchmark::State& state) {
+  const auto count = static_cast<std::size_t>(state.range(0)) / sizeof(float);
+  std::vector<float> a(count, 1.f), b(count, 2.f);
+  std::barrier<> meet(2);
+  const auto iterations = state.max_iterations;
+  auto half = [&](std::size_t lo, std::size_t hi) {
+    for (std::size_t i = lo; i < hi; ++i) {
+      const float s = a[i] + b[i];
+      a[i] = s;
+      b[i] = s;
+    }
+  };
+  std::thread partner([&] {
+    for (benchmark::IterationCount i = 0; i < iterations; ++i) {
+      half(count / 2, count);
+      meet.arrive_and_wait();
+    }
+  });
+  for (auto _ : state) {
+    half(0, count / 2);
+    meet.arrive_and_wait();
+  }
+  partner.join();
+  state.SetBytesProcessed(static_cast<std::int64_t>(state.iterations()) * state.range(0));
+}
+
+void BM_AllReduce(benchmark::State& state) {
+  const auto count = static_cast<std::int64_t>(state.range(0)) / static_cast<std::int64_t>(sizeof(float));
+  const int n = static_cast<int>(state.range(1));
+  dist::MirroredStrategy strategy(cpus(n));
+  std::vector<dist::Tensor> inputs;
+  for (int r = 0; r < n; ++r) {
+    inputs.emplace_back(std::vector<float>(static_cast<std::size_t>(count), static_cast<float>(r + 1)), dist::Shape{count});
+  }
+  const dist::PerReplica<dist::Tensor> per_replica(inputs);
+  const float expected = static_cast<float>(n * (n + 1) / 2);
+  // Run the timed loop inside one run() so that each iteration is one
+  // all_reduce (replica 0 drives the benchmark loop, the others follow the
+  // same count).
+  const auto iterations = state.max_iterations;
+  bool first = true;
+  strategy.run(
+      [&](const dist::Tensor& x) {
+        dist::ReplicaContext* ctx = dist::get_replica_context();
+        if (ctx->replica_id_in_sync_group() == 0) {
+          for (auto _ : state) {
+            dist::Tensor sum = ctx->all_reduce(dist::ReduceOp::SUM, x);
+            if (first && sum.data<float>()[static_cast<std::size_t>(count - 1)] != expected) {
+              throw std::logic_error("wrong all_reduce result");
+            }
+            first = false;
+          }
+        } else {
+          for (benchmark::IterationCount i = 0; i < iterations; ++i) ctx->all_reduce(dist::ReduceOp::SUM, x);
+        }
+      },
+      per_replica);
+  state.SetBytesProcessed(static_cast<std::int64_t>(state.iterations()) * state.range(0));
+}
+
+void sizes(benchmark::internal::Benchmark* b) {
+  for (std::int64_t s : {4LL << 10, 256LL << 10, 4LL << 20, 64LL << 20}) b->Arg(s);
+}
+void sizes_replicas(benchmark::internal::Benchmark* b) {
+  for (std::int64_t s : {4LL << 10, 256LL << 10, 4LL << 20, 64LL << 20}) {
+    for (std::int64_t n : {2, 4}) b->Args({s, n});
+  }
+}
+
+BENCHMARK(BM_Copy)->Apply(sizes)->UseRealTime();
+BENCHMARK(BM_TwoThreadInPlace)->Apply(sizes)->UseRealTime();
+BENCHMARK(BM_AllReduce)->Apply(sizes_replicas)->UseRealTime();
+
+}  // namespace
+
+BENCHMARK_MAIN();
