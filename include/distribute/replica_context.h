@@ -105,7 +105,7 @@ class ReplicaContext {
   friend class Strategy;
   ReplicaContext(Strategy& strategy, int replica_id) : strategy_(&strategy), replica_id_(replica_id) {}
 
-  std::shared_ptr<void> merge_call_erased(const void* args, const char* type_name,
+  std::shared_ptr<void> merge_call_erased(std::shared_ptr<const void> args, const char* type_name,
                                           internal::FunctionRef<std::shared_ptr<void>(std::span<const void* const>)> leader)
       const;
 
@@ -138,10 +138,12 @@ namespace distribute {
 
 template <class F, class... Args>
 auto ReplicaContext::merge_call(F&& merge_fn, const Args&... args) const {
-  using Tuple = std::tuple<const Args&...>;
+  // Each replica's arguments are copied, so they stay valid for the leader
+  // whatever happens to the calling frame.
+  using Tuple = std::tuple<Args...>;
   using R = std::invoke_result_t<F&, Strategy&, const PerReplica<Args>&...>;
   using Stored = std::conditional_t<std::is_void_v<R>, int, std::decay_t<R>>;
-  const Tuple mine(args...);
+  auto mine = std::make_shared<const Tuple>(args...);
   auto leader = [&](std::span<const void* const> all) -> std::shared_ptr<void> {
     auto per_replica = [&]<std::size_t I>(std::integral_constant<std::size_t, I>) {
       using A = std::tuple_element_t<I, std::tuple<Args...>>;
@@ -160,7 +162,7 @@ auto ReplicaContext::merge_call(F&& merge_fn, const Args&... args) const {
       }
     }(std::index_sequence_for<Args...>{});
   };
-  std::shared_ptr<void> result = merge_call_erased(&mine, typeid(Tuple).name(), leader);
+  std::shared_ptr<void> result = merge_call_erased(std::move(mine), typeid(Tuple).name(), leader);
   if constexpr (std::is_void_v<R>) {
     return;
   } else if constexpr (is_distributed_values_v<Stored>) {

@@ -186,7 +186,11 @@ void CollectiveGroup::wait(int replica, std::uint64_t seq, const char* what, Clo
 std::uint64_t CollectiveGroup::publish(int replica, Descriptor desc) {
   Slot& s = slots_[static_cast<std::size_t>(replica)];
   const std::uint64_t seq = s.next_seq++;
+  // After an abort nothing is published: the slot may still be read by a
+  // replica that passed its meeting before the abort.
+  if (aborted_.load(std::memory_order_acquire)) throw_aborted(replica, seq, kind_name(static_cast<int>(desc.kind)));
   s.desc = std::move(desc);
+  s.desc.tensors = &s.desc.owned_inputs;
   s.arrived.store(seq, std::memory_order_release);
   progress_.notify_add(1);
   return seq;
@@ -204,7 +208,16 @@ void CollectiveGroup::meet(int replica, std::uint64_t seq, const char* what, Clo
     }
     return true;
   });
-  check_matching(seq, what);
+  try {
+    check_matching(seq, what);
+  } catch (...) {
+    // Every replica finds the same mismatch. Leave together, so that no
+    // replica returns (freeing its inputs, or marking its slot finished)
+    // while another is still checking its descriptor.
+    mark_done(replica, seq);
+    leave(replica, seq, what, deadline);
+    throw;
+  }
 }
 
 void CollectiveGroup::leave(int replica, std::uint64_t seq, const char* what, Clock::time_point deadline) {
@@ -282,7 +295,7 @@ std::vector<Tensor> CollectiveGroup::all_reduce(int replica, ReduceOp op, const 
   desc.kind = Kind::kAllReduce;
   desc.op = op;
   desc.bytes_per_pack = bytes_per_pack;
-  desc.tensors = &values;
+  desc.owned_inputs = values;
   if (replica == 0) {
     for (const Pack& p : packs) {
       void* data = nullptr;
@@ -344,7 +357,7 @@ std::vector<Tensor> CollectiveGroup::all_gather(int replica, const std::vector<T
   Descriptor desc;
   desc.kind = Kind::kAllGather;
   desc.axis = axis;
-  desc.tensors = &values;
+  desc.owned_inputs = values;
   const std::uint64_t seq = publish(replica, std::move(desc));
   meet(replica, seq, "all_gather", deadline);
   // Replica 0 allocates the outputs once all shapes are known and announces
@@ -391,17 +404,17 @@ std::vector<Tensor> CollectiveGroup::all_gather(int replica, const std::vector<T
 }
 
 std::shared_ptr<void> CollectiveGroup::merge_call(
-    int replica, const void* args, const char* type_name,
+    int replica, std::shared_ptr<const void> args, const char* type_name,
     FunctionRef<std::shared_ptr<void>(std::span<const void* const>)> leader, Clock::time_point deadline) {
   Descriptor desc;
   desc.kind = Kind::kMergeCall;
-  desc.args = args;
+  desc.args = std::move(args);
   desc.type_name = type_name;
   const std::uint64_t seq = publish(replica, std::move(desc));
   meet(replica, seq, "merge_call", deadline);
   if (replica == 0) {
     std::vector<const void*> all(static_cast<std::size_t>(n_));
-    for (int q = 0; q < n_; ++q) all[static_cast<std::size_t>(q)] = slots_[static_cast<std::size_t>(q)].desc.args;
+    for (int q = 0; q < n_; ++q) all[static_cast<std::size_t>(q)] = slots_[static_cast<std::size_t>(q)].desc.args.get();
     Descriptor& d0 = slots_[0].desc;
     try {
       d0.merge_result = leader(all);

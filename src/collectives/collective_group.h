@@ -79,7 +79,7 @@ class CollectiveGroup {
   // Replica 0 calls leader(per-replica argument pointers) once every replica
   // has arrived; every replica gets its result (or rethrows its exception).
   // `type_name` identifies the argument types (mismatch check).
-  std::shared_ptr<void> merge_call(int replica, const void* args, const char* type_name,
+  std::shared_ptr<void> merge_call(int replica, std::shared_ptr<const void> args, const char* type_name,
                                    FunctionRef<std::shared_ptr<void>(std::span<const void* const>)> leader,
                                    Clock::time_point deadline);
 
@@ -91,8 +91,12 @@ class CollectiveGroup {
     ReduceOp op = ReduceOp::SUM;
     int axis = 0;
     std::int64_t bytes_per_pack = 0;
-    const std::vector<Tensor>* tensors = nullptr;
-    const void* args = nullptr;
+    // The slot keeps its own references to the inputs (and merge_call's
+    // arguments), so that a replica unwinding after a timeout cannot free
+    // what another replica still reads.
+    std::vector<Tensor> owned_inputs;
+    const std::vector<Tensor>* tensors = nullptr;  // = &owned_inputs once published
+    std::shared_ptr<const void> args;
     const char* type_name = nullptr;
     // Written by replica 0 only.
     std::vector<Tensor> packs;          // all_reduce: one output buffer per pack

@@ -70,8 +70,11 @@ std::vector<Tensor> ReplicaContext::all_reduce(ReduceOp op, const std::vector<Te
                                                const CommunicationOptions& options) const {
   require_own_context(*this, "all_reduce");
   const auto deadline = internal::deadline_for(strategy_->communication_options_, options);
-  if (strategy_->num_replicas_in_sync() == 1) return values;
   const std::int64_t bytes_per_pack = strategy_->communication_options_.merge(options).bytes_per_pack;
+  if (bytes_per_pack < 0) {
+    throw InvalidArgumentError("all_reduce: expected bytes_per_pack >= 0, got " + std::to_string(bytes_per_pack));
+  }
+  if (strategy_->num_replicas_in_sync() == 1) return values;
   return strategy_->collectives_->all_reduce(replica_id_, op, values, bytes_per_pack, deadline);
 }
 
@@ -91,15 +94,15 @@ std::vector<Tensor> ReplicaContext::all_gather(const std::vector<Tensor>& values
 }
 
 std::shared_ptr<void> ReplicaContext::merge_call_erased(
-    const void* args, const char* type_name,
+    std::shared_ptr<const void> args, const char* type_name,
     internal::FunctionRef<std::shared_ptr<void>(std::span<const void* const>)> leader) const {
   require_own_context(*this, "merge_call");
   const auto deadline = internal::deadline_for(strategy_->communication_options_, {});
   if (strategy_->num_replicas_in_sync() == 1) {
-    const void* all[] = {args};
+    const void* all[] = {args.get()};
     return leader(all);
   }
-  return strategy_->collectives_->merge_call(replica_id_, args, type_name, leader, deadline);
+  return strategy_->collectives_->merge_call(replica_id_, std::move(args), type_name, leader, deadline);
 }
 
 Tensor Strategy::gather(const PerReplica<Tensor>& value, int axis) {
