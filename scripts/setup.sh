@@ -7,6 +7,7 @@ packages=(
   g++ cmake ninja-build          # toolchain
   libgtest-dev libgmock-dev      # tests
   libbenchmark-dev libeigen3-dev # bench/ (Eigen: the MLP step the input benchmark compares against)
+  openmpi-bin libopenmpi-dev     # MPI reference benchmark now, MultiWorkerMirroredStrategy later
 )
 
 missing=()

@@ -35,6 +35,7 @@
 #include "distribute/replica_context.h"
 #include "distribute/tensor.h"
 #include "distribute/types.h"
+#include "distribute/variable.h"
 
 namespace distribute {
 
@@ -165,6 +166,8 @@ class Strategy {
 
   // The values of this process's replicas in replica order; a plain value
   // gives a list of one.
+  // A variable's components (one, for an ordinary variable).
+  std::vector<Tensor> experimental_local_results(const Variable& variable) const { return variable.values(); }
   template <class T>
   std::vector<T> experimental_local_results(const DistributedValues<T>& value) const {
     return value.values();
@@ -182,6 +185,7 @@ class Strategy {
  private:
   friend class StrategyScope;
   friend class ReplicaContext;
+  friend class Variable;
   friend ReplicaContext* get_replica_context();
 
   ReplicaContext& replica_context(int replica) { return *replica_contexts_[static_cast<std::size_t>(replica)]; }

@@ -1,0 +1,105 @@
+// Variables: state kept per replica with TF's synchronization and
+// aggregation rules.
+//
+// A Variable created inside strategy.scope() of a MirroredStrategy is
+// distributed, with one component per replica, all starting from the same
+// initial value:
+//   - synchronization AUTO or ON_WRITE: a MirroredVariable. Its components
+//     are kept identical. In replica context an update (assign, assign_add,
+//     assign_sub) is aggregated over the replicas first (SUM, MEAN, or
+//     ONLY_FIRST_REPLICA: replica 0's value), then applied to every
+//     component; this is a collective, so every replica must make it. With
+//     aggregation NONE an update in replica context raises
+//     InvalidArgumentError (the components would drift apart; TF <= 2.4
+//     raised too, later TF updates only the local component). In
+//     cross-replica context an update is applied to every component as is.
+//     Reads give the local component in replica context, the (identical)
+//     primary component in cross-replica context.
+//   - synchronization ON_READ: a SyncOnReadVariable (what metrics use).
+//     Each replica reads and updates its own component without any
+//     communication; a read in cross-replica context aggregates the
+//     components (SUM, MEAN, ONLY_FIRST_REPLICA; NONE raises). In
+//     cross-replica context assign(x) stores x / N in every component for
+//     SUM (so the aggregated read is x) and x otherwise; assign_add and
+//     assign_sub raise for SUM.
+// Elsewhere (no scope, the default or a one-device strategy) a Variable is an
+// ordinary single value.
+//
+// A Variable is a handle: copies share the same state. Reads and updates of
+// replica r's component from replica r's thread may run concurrently with
+// the other replicas'; cross-replica updates must not race with run().
+#pragma once
+
+#include <iosfwd>
+#include <memory>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "distribute/tensor.h"
+
+namespace distribute {
+
+class Strategy;
+
+enum class VariableSynchronization { AUTO, NONE, ON_WRITE, ON_READ };
+enum class VariableAggregation { NONE, SUM, MEAN, ONLY_FIRST_REPLICA };
+
+std::string_view variable_aggregation_name(VariableAggregation aggregation);
+
+struct VariableOptions {
+  std::string name = "Variable";
+  VariableSynchronization synchronization = VariableSynchronization::AUTO;
+  VariableAggregation aggregation = VariableAggregation::NONE;
+  // Default: true, except for ON_READ variables (false, as in TF).
+  std::optional<bool> trainable;
+};
+
+class Variable {
+ public:
+  // Raises InvalidArgumentError for synchronization NONE inside a
+  // distributing scope, and for aggregation MEAN with an integer dtype;
+  // FailedPreconditionError when created inside a replica function of a
+  // MirroredStrategy (create variables in strategy.scope(), outside run).
+  explicit Variable(Tensor initial_value, VariableOptions options = {});
+
+  const std::string& name() const noexcept;
+  DType dtype() const noexcept;
+  const Shape& shape() const noexcept;
+  VariableSynchronization synchronization() const noexcept;  // ON_WRITE or ON_READ once created (AUTO resolved)
+  VariableAggregation aggregation() const noexcept;
+  bool trainable() const noexcept;
+  // True for MirroredVariable, SyncOnReadVariable respectively.
+  bool is_mirrored() const noexcept;
+  bool is_sync_on_read() const noexcept;
+  // Number of components (1 for an ordinary variable).
+  int num_components() const noexcept;
+
+  // The value as this context sees it (see the header comment).
+  Tensor value() const;
+  Tensor read_value() const { return value(); }
+  // The components in replica order (experimental_local_results).
+  std::vector<Tensor> values() const;
+
+  // Updates; the new value must have the variable's dtype and shape
+  // (InvalidArgumentError otherwise). Return the updated value as value()
+  // would read it.
+  Tensor assign(const Tensor& value);
+  Tensor assign_add(const Tensor& delta);
+  Tensor assign_sub(const Tensor& delta);
+
+  // "MirroredVariable:{\n  0: Tensor(...),\n  1: Tensor(...)\n}",
+  // "SyncOnReadVariable:{...}", or "Variable(name, Tensor(...))".
+  std::string to_string() const;
+
+  struct State;
+
+ private:
+  enum class Update { kAssign, kAdd, kSub };
+  Tensor update(Update kind, const Tensor& value);
+  std::shared_ptr<State> state_;
+};
+
+std::ostream& operator<<(std::ostream& os, const Variable& v);
+
+}  // namespace distribute

@@ -1,0 +1,212 @@
+// Mirrored and sync-on-read variables (TF's values.py / values_util.py rules).
+#include "distribute/variable.h"
+
+#include <ostream>
+
+#include "distribute/errors.h"
+#include "distribute/strategy.h"
+#include "strategy/context.h"
+
+namespace distribute {
+
+struct Variable::State {
+  std::string name;
+  VariableSynchronization synchronization;
+  VariableAggregation aggregation;
+  bool trainable;
+  // The strategy the components belong to; nullptr for an ordinary variable.
+  Strategy* strategy = nullptr;
+  // One per replica (one for an ordinary variable). Replica r's thread
+  // touches only element r in replica context; cross-replica updates (and
+  // merge_call's function, while the replicas wait) touch all of them.
+  std::vector<Tensor> components;
+};
+
+namespace {
+
+std::string quoted(const std::string& name) { return "'" + name + "'"; }
+
+}  // namespace
+
+std::string_view variable_aggregation_name(VariableAggregation aggregation) {
+  switch (aggregation) {
+    case VariableAggregation::NONE: return "VariableAggregation.NONE";
+    case VariableAggregation::SUM: return "VariableAggregation.SUM";
+    case VariableAggregation::MEAN: return "VariableAggregation.MEAN";
+    case VariableAggregation::ONLY_FIRST_REPLICA: return "VariableAggregation.ONLY_FIRST_REPLICA";
+  }
+  return "VariableAggregation.?";
+}
+
+Variable::Variable(Tensor initial_value, VariableOptions options) : state_(std::make_shared<State>()) {
+  State& s = *state_;
+  s.name = std::move(options.name);
+  s.aggregation = options.aggregation;
+  const internal::ThreadMode* mode = internal::current_mode();
+  Strategy* strategy = nullptr;
+  if (mode != nullptr && mode->replica != nullptr) {
+    if (mode->strategy->kind_ == Strategy::Kind::kMirrored) {
+      throw FailedPreconditionError("Variable " + quoted(s.name) + ": cannot create a variable inside a replica "
+                                    "function of " + mode->strategy->to_string() +
+                                    "; create it in strategy.scope() outside run");
+    }
+  } else if (mode != nullptr && mode->strategy->kind_ == Strategy::Kind::kMirrored) {
+    strategy = mode->strategy;
+  }
+  if (strategy != nullptr && options.synchronization == VariableSynchronization::NONE) {
+    throw InvalidArgumentError("`NONE` variable synchronization mode is not supported with tf.distribute strategy. "
+                               "Please change the `synchronization` for variable: " + s.name);
+  }
+  s.synchronization = options.synchronization == VariableSynchronization::ON_READ ? VariableSynchronization::ON_READ
+                                                                                   : VariableSynchronization::ON_WRITE;
+  if (strategy != nullptr && s.aggregation == VariableAggregation::MEAN && !is_floating(initial_value.dtype())) {
+    throw InvalidArgumentError("Variable " + quoted(s.name) + ": creating a distributed variable with aggregation "
+                               "MEAN and the non-floating dtype " + std::string(dtype_name(initial_value.dtype())) +
+                               " is not supported; use a different aggregation or a float dtype");
+  }
+  s.trainable = options.trainable.value_or(s.synchronization != VariableSynchronization::ON_READ);
+  s.strategy = strategy;
+  // Every component starts from the same value (one shared buffer until the
+  // first update: Tensors are immutable).
+  const int n = strategy != nullptr ? strategy->num_replicas_in_sync() : 1;
+  s.components.assign(static_cast<std::size_t>(n), initial_value);
+}
+
+const std::string& Variable::name() const noexcept { return state_->name; }
+DType Variable::dtype() const noexcept { return state_->components[0].dtype(); }
+const Shape& Variable::shape() const noexcept { return state_->components[0].shape(); }
+VariableSynchronization Variable::synchronization() const noexcept { return state_->synchronization; }
+VariableAggregation Variable::aggregation() const noexcept { return state_->aggregation; }
+bool Variable::trainable() const noexcept { return state_->trainable; }
+bool Variable::is_mirrored() const noexcept {
+  return state_->strategy != nullptr && state_->synchronization == VariableSynchronization::ON_WRITE;
+}
+bool Variable::is_sync_on_read() const noexcept {
+  return state_->strategy != nullptr && state_->synchronization == VariableSynchronization::ON_READ;
+}
+int Variable::num_components() const noexcept { return static_cast<int>(state_->components.size()); }
+std::vector<Tensor> Variable::values() const { return state_->components; }
+
+namespace {
+
+// The replica whose function this thread runs, for `strategy`'s variables;
+// -1 in cross-replica context (or the default state).
+int local_replica(const Variable& v, Strategy* strategy) {
+  const internal::ThreadMode* mode = internal::current_mode();
+  if (mode == nullptr || mode->replica == nullptr || strategy == nullptr) return -1;
+  if (&mode->replica->strategy() != strategy) {
+    throw FailedPreconditionError("Variable '" + v.name() + "' belongs to " + strategy->to_string() +
+                                  " but is used in a replica function of " + mode->replica->strategy().to_string());
+  }
+  return mode->replica->replica_id_in_sync_group();
+}
+
+}  // namespace
+
+Tensor Variable::value() const {
+  const State& s = *state_;
+  if (s.strategy == nullptr) return s.components[0];
+  const int r = local_replica(*this, s.strategy);
+  if (r >= 0) return s.components[static_cast<std::size_t>(r)];
+  if (s.synchronization == VariableSynchronization::ON_WRITE) return s.components[0];
+  switch (s.aggregation) {
+    case VariableAggregation::ONLY_FIRST_REPLICA: return s.components[0];
+    case VariableAggregation::SUM:
+    case VariableAggregation::MEAN: {
+      Tensor total = s.components[0];
+      for (std::size_t i = 1; i < s.components.size(); ++i) total = total + s.components[i];
+      if (s.aggregation == VariableAggregation::MEAN) total = total / static_cast<double>(s.components.size());
+      return total;
+    }
+    case VariableAggregation::NONE: break;
+  }
+  throw InvalidArgumentError("Could not convert from VariableAggregation.NONE to ReduceOp: SyncOnReadVariable " +
+                             quoted(s.name) + " has aggregation NONE, so it cannot be read in cross-replica "
+                             "context; create it with aggregation SUM, MEAN or ONLY_FIRST_REPLICA, or read it "
+                             "inside strategy.run (each replica reads its own component)");
+}
+
+Tensor Variable::assign(const Tensor& value) { return update(Update::kAssign, value); }
+Tensor Variable::assign_add(const Tensor& delta) { return update(Update::kAdd, delta); }
+Tensor Variable::assign_sub(const Tensor& delta) { return update(Update::kSub, delta); }
+
+Tensor Variable::update(Update kind, const Tensor& value) {
+  State& s = *state_;
+  const char* method = kind == Update::kAssign ? "assign" : kind == Update::kAdd ? "assign_add" : "assign_sub";
+  if (value.dtype() != dtype() || value.shape() != shape()) {
+    throw InvalidArgumentError("Variable " + quoted(s.name) + "::" + method + ": expected a value of shape " +
+                               shape_string(shape()) + " dtype " + std::string(dtype_name(dtype())) + ", got shape " +
+                               shape_string(value.shape()) + " dtype " + std::string(dtype_name(value.dtype())));
+  }
+  auto apply = [kind](const Tensor& old, const Tensor& x) {
+    return kind == Update::kAssign ? x : kind == Update::kAdd ? old + x : old - x;
+  };
+  if (s.strategy == nullptr) {
+    s.components[0] = apply(s.components[0], value);
+    return s.components[0];
+  }
+  const int r = local_replica(*this, s.strategy);
+  const auto n = s.components.size();
+  if (s.synchronization == VariableSynchronization::ON_READ) {
+    if (r >= 0) {  // each replica its own component, no communication
+      s.components[static_cast<std::size_t>(r)] = apply(s.components[static_cast<std::size_t>(r)], value);
+      return s.components[static_cast<std::size_t>(r)];
+    }
+    if (s.aggregation == VariableAggregation::SUM && kind != Update::kAssign) {
+      throw InvalidArgumentError("SyncOnReadVariable " + quoted(s.name) + " does not support " + method +
+                                 " in cross-replica context when aggregation is VariableAggregation.SUM; update "
+                                 "it inside strategy.run (each replica its own component), or assign the total");
+    }
+    // assign of a SUM variable stores value / N everywhere, so that the
+    // aggregated read gives the value back.
+    const Tensor x = s.aggregation == VariableAggregation::SUM
+                         ? (value / static_cast<double>(n)).cast(value.dtype())
+                         : value;
+    for (Tensor& c : s.components) c = apply(c, x);
+    return this->value();
+  }
+  // MirroredVariable.
+  if (r < 0) {  // cross-replica: every component, aggregation ignored
+    for (Tensor& c : s.components) c = apply(c, value);
+    return s.components[0];
+  }
+  if (s.aggregation == VariableAggregation::NONE) {
+    throw InvalidArgumentError("MirroredVariable " + quoted(s.name) + " has aggregation NONE, so " + method +
+                               " in replica context would make its copies differ: create it with aggregation SUM, "
+                               "MEAN or ONLY_FIRST_REPLICA, or update it in cross-replica context (outside run, or "
+                               "inside get_replica_context()->merge_call)");
+  }
+  if (s.aggregation == VariableAggregation::MEAN && !is_floating(dtype())) {
+    throw InvalidArgumentError("Cannot update non-float variable " + quoted(s.name) + " with VariableAggregation.MEAN "
+                               "aggregation in replica context. Either change the variable dtype to float or "
+                               "update it in cross-replica context.");
+  }
+  // Aggregate the replicas' values once, on replica 0 in cross-replica
+  // context, and apply the result to every component while the others wait.
+  const VariableAggregation aggregation = s.aggregation;
+  internal::current_mode()->replica->merge_call(
+      [&s, &apply, aggregation](Strategy& strategy, const PerReplica<Tensor>& values) {
+        const Tensor combined = aggregation == VariableAggregation::ONLY_FIRST_REPLICA
+                                    ? values[0]
+                                    : strategy.reduce(aggregation == VariableAggregation::SUM ? ReduceOp::SUM
+                                                                                               : ReduceOp::MEAN,
+                                                      values);
+        for (Tensor& c : s.components) c = apply(c, combined);
+      },
+      value);
+  return s.components[static_cast<std::size_t>(r)];
+}
+
+std::string Variable::to_string() const {
+  const State& s = *state_;
+  if (s.strategy == nullptr) return "Variable(" + quoted(s.name) + ", " + s.components[0].to_string() + ")";
+  std::string out = is_mirrored() ? "MirroredVariable:{\n" : "SyncOnReadVariable:{\n";
+  for (std::size_t i = 0; i < s.components.size(); ++i) {
+    out += "  " + std::to_string(i) + ": " + s.components[i].to_string() + (i + 1 < s.components.size() ? ",\n" : "\n");
+  }
+  return out + "}";
+}
+
+std::ostream& operator<<(std::ostream& os, const Variable& v) { return os << v.to_string(); }
+
+}  // namespace distribute
