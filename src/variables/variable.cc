@@ -14,6 +14,11 @@ struct Variable::State {
   VariableSynchronization synchronization;
   VariableAggregation aggregation;
   bool trainable;
+  // Fixed at creation. Kept apart from the components so that a replica can
+  // check an update's dtype and shape while another replica rewrites its own
+  // component (of a SyncOnReadVariable) concurrently.
+  DType dtype;
+  Shape shape;
   // The strategy the components belong to; nullptr for an ordinary variable.
   Strategy* strategy = nullptr;
   // One per replica (one for an ordinary variable). Replica r's thread
@@ -66,6 +71,8 @@ Variable::Variable(Tensor initial_value, VariableOptions options) : state_(std::
   }
   s.trainable = options.trainable.value_or(s.synchronization != VariableSynchronization::ON_READ);
   s.strategy = strategy;
+  s.dtype = initial_value.dtype();
+  s.shape = initial_value.shape();
   // Every component starts from the same value (one shared buffer until the
   // first update: Tensors are immutable).
   const int n = strategy != nullptr ? strategy->num_replicas_in_sync() : 1;
@@ -73,8 +80,8 @@ Variable::Variable(Tensor initial_value, VariableOptions options) : state_(std::
 }
 
 const std::string& Variable::name() const noexcept { return state_->name; }
-DType Variable::dtype() const noexcept { return state_->components[0].dtype(); }
-const Shape& Variable::shape() const noexcept { return state_->components[0].shape(); }
+DType Variable::dtype() const noexcept { return state_->dtype; }
+const Shape& Variable::shape() const noexcept { return state_->shape; }
 VariableSynchronization Variable::synchronization() const noexcept { return state_->synchronization; }
 VariableAggregation Variable::aggregation() const noexcept { return state_->aggregation; }
 bool Variable::trainable() const noexcept { return state_->trainable; }
