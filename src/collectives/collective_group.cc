@@ -41,7 +41,7 @@ std::string describe(const Tensor& t) {
 // out[i] = sum over q of ins[q][i] for i in [begin, end), in replica order;
 // MEAN then divides by the number of replicas (truncating for integers).
 template <class T>
-void reduce_range(T* out, const std::vector<const T*>& ins, std::size_t begin, std::size_t end, bool mean) {
+void reduce_range(T* out, std::span<const T* const> ins, std::size_t begin, std::size_t end, bool mean) {
   const auto n = static_cast<T>(ins.size());
   for (std::size_t b = begin; b < end; b += kBlock) {
     const std::size_t e = std::min(end, b + kBlock);
@@ -158,7 +158,6 @@ void CollectiveGroup::throw_aborted(int replica, std::uint64_t seq, const char* 
 template <class Ready>
 void CollectiveGroup::wait(int replica, std::uint64_t seq, const char* what, Clock::time_point deadline, bool arriving,
                            Ready ready) {
-  const Clock::time_point start = Clock::now();
   while (true) {
     const std::uint32_t word = progress_.load();
     if (aborted_.load(std::memory_order_acquire)) throw_aborted(replica, seq, what);
@@ -173,24 +172,36 @@ void CollectiveGroup::wait(int replica, std::uint64_t seq, const char* what, Clo
       const std::uint64_t at = (arriving ? s.arrived : s.done).load(std::memory_order_acquire);
       (at >= seq ? arrived : missing).push_back(q);
     }
-    const double waited = std::chrono::duration<double>(Clock::now() - start).count();
     const std::string msg = std::string(what) + " #" + std::to_string(seq) + " exceeded its deadline on replica " +
-                            std::to_string(replica) + " after " + std::to_string(waited) + " s waiting for the " +
-                            "other replicas to " + (arriving ? "arrive" : "finish") + ": arrived " +
-                            list_replicas(arrived) + ", missing " + list_replicas(missing);
+                            std::to_string(replica) + " waiting for the other replicas to " +
+                            (arriving ? "arrive" : "finish") + ": arrived " + list_replicas(arrived) + ", missing " +
+                            list_replicas(missing) + " (timeout_seconds in CommunicationOptions sets the deadline)";
     abort(replica, std::make_exception_ptr(DeadlineExceededError(msg)));
     throw DeadlineExceededError(msg);
   }
 }
 
-std::uint64_t CollectiveGroup::publish(int replica, Descriptor desc) {
+std::uint64_t CollectiveGroup::publish(int replica, FunctionRef<void(Descriptor&)> fill) {
   Slot& s = slots_[static_cast<std::size_t>(replica)];
   const std::uint64_t seq = s.next_seq++;
   // After an abort nothing is published: the slot may still be read by a
   // replica that passed its meeting before the abort.
-  if (aborted_.load(std::memory_order_acquire)) throw_aborted(replica, seq, kind_name(static_cast<int>(desc.kind)));
-  s.desc = std::move(desc);
-  s.desc.tensors = &s.desc.owned_inputs;
+  if (aborted_.load(std::memory_order_acquire)) throw_aborted(replica, seq, "collective");
+  // Refill the slot in place (its vectors keep their capacity).
+  Descriptor& d = s.desc;
+  d.kind = Kind::kNone;
+  d.op = ReduceOp::SUM;
+  d.axis = 0;
+  d.bytes_per_pack = 0;
+  d.owned_inputs.clear();
+  d.args.reset();
+  d.type_name = nullptr;
+  d.packs.clear();
+  d.outputs.clear();
+  d.merge_result.reset();
+  d.merge_error = nullptr;
+  fill(d);
+  d.tensors = &d.owned_inputs;
   s.arrived.store(seq, std::memory_order_release);
   progress_.notify_add(1);
   return seq;
@@ -230,57 +241,60 @@ void CollectiveGroup::leave(int replica, std::uint64_t seq, const char* what, Cl
 }
 
 void CollectiveGroup::check_matching(std::uint64_t seq, const char* what) const {
-  const std::string call = std::string(what) + " #" + std::to_string(seq);
+  // Messages are built only on a mismatch: this runs on every collective.
+  auto call = [&] { return std::string(what) + " #" + std::to_string(seq); };
   const Descriptor& d0 = slots_[0].desc;
   for (int q = 0; q < n_; ++q) {
     const Descriptor& d = slots_[static_cast<std::size_t>(q)].desc;
     if (d.kind == Kind::kFinished) {
       throw InvalidArgumentError("replicas made different collective calls: replica " + std::to_string(q) +
-                                 " returned from its replica function while the others called " + call +
+                                 " returned from its replica function while the others called " + call() +
                                  "; every replica must call the same collectives in the same order");
     }
   }
   for (int q = 1; q < n_; ++q) {
     const Descriptor& d = slots_[static_cast<std::size_t>(q)].desc;
-    const std::string on = " on replica 0 vs ";
-    const std::string rq = " on replica " + std::to_string(q);
+    const char* on = " on replica 0 vs ";
+    auto rq = [q] { return " on replica " + std::to_string(q); };
     if (d.kind != d0.kind) {
       throw InvalidArgumentError("replicas made different collective calls at collective #" + std::to_string(seq) +
                                  ": " + kind_name(static_cast<int>(d0.kind)) + on +
-                                 kind_name(static_cast<int>(d.kind)) + rq);
+                                 kind_name(static_cast<int>(d.kind)) + rq());
     }
     if (d.kind == Kind::kMergeCall) {
       if (std::strcmp(d.type_name, d0.type_name) != 0) {
-        throw InvalidArgumentError(call + ": arguments of different types: " + d0.type_name + on + d.type_name + rq);
+        throw InvalidArgumentError(call() + ": arguments of different types: " + d0.type_name + on + d.type_name + rq());
       }
       continue;
     }
     if (d.op != d0.op) {
-      throw InvalidArgumentError(call + ": reduce op " + std::string(reduce_op_name(d0.op)) + on +
-                                 std::string(reduce_op_name(d.op)) + rq);
+      throw InvalidArgumentError(call() + ": reduce op " + std::string(reduce_op_name(d0.op)) + on +
+                                 std::string(reduce_op_name(d.op)) + rq());
     }
     if (d.axis != d0.axis) {
-      throw InvalidArgumentError(call + ": axis " + std::to_string(d0.axis) + on + std::to_string(d.axis) + rq);
+      throw InvalidArgumentError(call() + ": axis " + std::to_string(d0.axis) + on + std::to_string(d.axis) + rq());
     }
     if (d.bytes_per_pack != d0.bytes_per_pack) {
-      throw InvalidArgumentError(call + ": bytes_per_pack " + std::to_string(d0.bytes_per_pack) + on +
-                                 std::to_string(d.bytes_per_pack) + rq);
+      throw InvalidArgumentError(call() + ": bytes_per_pack " + std::to_string(d0.bytes_per_pack) + on +
+                                 std::to_string(d.bytes_per_pack) + rq());
     }
     if (d.tensors->size() != d0.tensors->size()) {
-      throw InvalidArgumentError(call + ": " + std::to_string(d0.tensors->size()) + " tensor(s)" + on +
-                                 std::to_string(d.tensors->size()) + rq);
+      throw InvalidArgumentError(call() + ": " + std::to_string(d0.tensors->size()) + " tensor(s)" + on +
+                                 std::to_string(d.tensors->size()) + rq());
     }
     for (std::size_t i = 0; i < d.tensors->size(); ++i) {
       const Tensor& a = (*d0.tensors)[i];
       const Tensor& b = (*d.tensors)[i];
-      const std::string which = d.tensors->size() > 1 ? " (tensor " + std::to_string(i) + ")" : "";
       bool same = a.dtype() == b.dtype() && a.rank() == b.rank();
       if (same && d.kind == Kind::kAllGather) {
         for (int k = 0; k < a.rank(); ++k) same = same && (k == d.axis || a.dim(k) == b.dim(k));
       } else if (same) {
         same = a.shape() == b.shape();
       }
-      if (!same) throw InvalidArgumentError(call + which + ": " + describe(a) + on + describe(b) + rq);
+      if (!same) {
+        const std::string which = d.tensors->size() > 1 ? " (tensor " + std::to_string(i) + ")" : "";
+        throw InvalidArgumentError(call() + which + ": " + describe(a) + on + describe(b) + rq());
+      }
     }
   }
 }
@@ -291,18 +305,18 @@ std::vector<Tensor> CollectiveGroup::all_reduce(int replica, ReduceOp op, const 
     throw InvalidArgumentError("all_reduce: expected bytes_per_pack >= 0, got " + std::to_string(bytes_per_pack));
   }
   const std::vector<Pack> packs = plan_packs(values, bytes_per_pack);
-  Descriptor desc;
-  desc.kind = Kind::kAllReduce;
-  desc.op = op;
-  desc.bytes_per_pack = bytes_per_pack;
-  desc.owned_inputs = values;
-  if (replica == 0) {
-    for (const Pack& p : packs) {
-      void* data = nullptr;
-      desc.packs.push_back(buffers_.allocate(values[p.first].dtype(), {p.elements}, &data));
+  const std::uint64_t seq = publish(replica, [&](Descriptor& desc) {
+    desc.kind = Kind::kAllReduce;
+    desc.op = op;
+    desc.bytes_per_pack = bytes_per_pack;
+    desc.owned_inputs.assign(values.begin(), values.end());
+    if (replica == 0) {
+      for (const Pack& p : packs) {
+        void* data = nullptr;
+        desc.packs.push_back(buffers_.allocate(values[p.first].dtype(), {p.elements}, &data));
+      }
     }
-  }
-  const std::uint64_t seq = publish(replica, std::move(desc));
+  });
   meet(replica, seq, "all_reduce", deadline);
 
   // Compute this replica's share of every pack.
@@ -320,7 +334,13 @@ std::vector<Tensor> CollectiveGroup::all_reduce(int replica, ReduceOp op, const 
       T* out = const_cast<T*>(outputs[p].data<T>().data());
       // Walk the tensors of the pack that overlap [begin, end).
       std::size_t offset = 0;
-      std::vector<const T*> ins(static_cast<std::size_t>(n_));
+      std::vector<const T*> ins_heap;
+      const T* ins_inline[16];
+      std::span<const T*> ins(ins_inline, static_cast<std::size_t>(std::min(n_, 16)));
+      if (n_ > 16) {
+        ins_heap.resize(static_cast<std::size_t>(n_));
+        ins = std::span<const T*>(ins_heap);
+      }
       for (std::size_t t = pack.first; t < pack.last && offset < end; ++t) {
         const auto count = static_cast<std::size_t>(values[t].num_elements());
         const std::size_t lo = std::max(begin, offset), hi = std::min(end, offset + count);
@@ -329,7 +349,7 @@ std::vector<Tensor> CollectiveGroup::all_reduce(int replica, ReduceOp op, const 
             ins[static_cast<std::size_t>(q)] =
                 (*slots_[static_cast<std::size_t>(q)].desc.tensors)[t].template data<T>().data() - offset;
           }
-          reduce_range(out, ins, lo, hi, op == ReduceOp::MEAN);
+          reduce_range<T>(out, ins, lo, hi, op == ReduceOp::MEAN);
         }
         offset += count;
       }
@@ -354,11 +374,11 @@ std::vector<Tensor> CollectiveGroup::all_reduce(int replica, ReduceOp op, const 
 
 std::vector<Tensor> CollectiveGroup::all_gather(int replica, const std::vector<Tensor>& values, int axis,
                                                 Clock::time_point deadline) {
-  Descriptor desc;
-  desc.kind = Kind::kAllGather;
-  desc.axis = axis;
-  desc.owned_inputs = values;
-  const std::uint64_t seq = publish(replica, std::move(desc));
+  const std::uint64_t seq = publish(replica, [&](Descriptor& desc) {
+    desc.kind = Kind::kAllGather;
+    desc.axis = axis;
+    desc.owned_inputs.assign(values.begin(), values.end());
+  });
   meet(replica, seq, "all_gather", deadline);
   // Replica 0 allocates the outputs once all shapes are known and announces
   // them through its `ready` word; the others wait for that, then everyone
@@ -406,11 +426,11 @@ std::vector<Tensor> CollectiveGroup::all_gather(int replica, const std::vector<T
 std::shared_ptr<void> CollectiveGroup::merge_call(
     int replica, std::shared_ptr<const void> args, const char* type_name,
     FunctionRef<std::shared_ptr<void>(std::span<const void* const>)> leader, Clock::time_point deadline) {
-  Descriptor desc;
-  desc.kind = Kind::kMergeCall;
-  desc.args = std::move(args);
-  desc.type_name = type_name;
-  const std::uint64_t seq = publish(replica, std::move(desc));
+  const std::uint64_t seq = publish(replica, [&](Descriptor& desc) {
+    desc.kind = Kind::kMergeCall;
+    desc.args = std::move(args);
+    desc.type_name = type_name;
+  });
   meet(replica, seq, "merge_call", deadline);
   if (replica == 0) {
     std::vector<const void*> all(static_cast<std::size_t>(n_));

@@ -118,7 +118,8 @@ class CollectiveGroup {
   template <class Ready>
   void wait(int replica, std::uint64_t seq, const char* what, Clock::time_point deadline, bool arriving,
             Ready ready);
-  std::uint64_t publish(int replica, Descriptor desc);
+  // Fills replica's slot through `fill`, then announces it.
+  std::uint64_t publish(int replica, FunctionRef<void(Descriptor&)> fill);
   void mark_done(int replica, std::uint64_t seq);
   void meet(int replica, std::uint64_t seq, const char* what, Clock::time_point deadline);
   void leave(int replica, std::uint64_t seq, const char* what, Clock::time_point deadline);
