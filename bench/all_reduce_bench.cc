@@ -18,17 +18,14 @@
 #include <thread>
 #include <vector>
 
+#include "bench_util.h"
 #include "distribute/distribute.h"
 
 namespace {
 
 namespace dist = distribute;
 
-std::vector<std::string> cpus(int n) {
-  std::vector<std::string> d;
-  for (int i = 0; i < n; ++i) d.push_back("CPU:" + std::to_string(i));
-  return d;
-}
+using distribute::bench::cpus;
 
 void BM_Copy(benchmark::State& state) {
   const auto bytes = static_cast<std::size_t>(state.range(0));

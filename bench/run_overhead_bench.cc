@@ -19,17 +19,14 @@
 #include <thread>
 #include <vector>
 
+#include "bench_util.h"
 #include "distribute/distribute.h"
 
 namespace {
 
 namespace dist = distribute;
 
-std::vector<std::string> cpus(int n) {
-  std::vector<std::string> d;
-  for (int i = 0; i < n; ++i) d.push_back("CPU:" + std::to_string(i));
-  return d;
-}
+using distribute::bench::cpus;
 
 void BM_Run(benchmark::State& state) {
   const int n = static_cast<int>(state.range(0));

@@ -4,7 +4,6 @@
 #include <atomic>
 #include <condition_variable>
 #include <deque>
-#include <future>
 #include <mutex>
 #include <random>
 #include <thread>
@@ -48,7 +47,10 @@ class MapIt final : public ElementIterator {
 // consumer pulls input elements itself (so the input iterator stays
 // single-threaded), hands them to the workers, and returns results in input
 // order. An exception (from fn or from the input) is stored in its slot and
-// rethrown when that slot's turn comes.
+// rethrown when that slot's turn comes. Workers publish a result only after
+// their catch block has ended and hold no reference to it afterwards, so an
+// exception is always released by the consumer (libstdc++'s exception
+// reference counts are invisible to ThreadSanitizer).
 class ParallelMapIt final : public ElementIterator {
  public:
   ParallelMapIt(std::unique_ptr<ElementIterator> input, std::shared_ptr<const MapFn> fn, std::size_t parallelism)
@@ -68,61 +70,91 @@ class ParallelMapIt final : public ElementIterator {
 
   std::optional<Element> next() override {
     while (in_flight_.size() < parallelism_ && !input_done_) {
-      std::promise<Element> slot;
-      in_flight_.push_back(slot.get_future());
+      auto slot = std::make_shared<Slot>();
+      std::exception_ptr input_error;
+      std::optional<Element> e;
       try {
-        std::optional<Element> e = input_->next();
-        if (!e.has_value()) {
-          in_flight_.pop_back();
-          input_done_ = true;
-          break;
-        }
-        {
-          std::lock_guard<std::mutex> lock(mutex_);
-          tasks_.push_back({std::move(*e), std::move(slot)});
-        }
-        wake_.notify_one();
+        e = input_->next();
       } catch (...) {
-        slot.set_exception(std::current_exception());
+        input_error = std::current_exception();
       }
+      if (!input_error && !e.has_value()) {
+        input_done_ = true;
+        break;
+      }
+      {
+        std::lock_guard<std::mutex> lock(mutex_);
+        if (input_error) {
+          slot->error = std::move(input_error);
+          slot->ready = true;
+        } else {
+          tasks_.push_back({std::move(*e), slot});
+        }
+      }
+      in_flight_.push_back(std::move(slot));
+      wake_.notify_one();
     }
     if (in_flight_.empty()) return std::nullopt;
-    std::future<Element> front = std::move(in_flight_.front());
+    std::shared_ptr<Slot> front = std::move(in_flight_.front());
     in_flight_.pop_front();
-    return front.get();
+    std::optional<Element> value;
+    std::exception_ptr error;
+    {
+      std::unique_lock<std::mutex> lock(mutex_);
+      done_.wait(lock, [&] { return front->ready; });
+      value = std::move(front->value);
+      error = std::move(front->error);
+    }
+    if (error) std::rethrow_exception(error);
+    return value;
   }
 
  private:
+  struct Slot {
+    std::optional<Element> value;  // guarded by mutex_
+    std::exception_ptr error;      // guarded by mutex_
+    bool ready = false;            // guarded by mutex_
+  };
   struct Task {
     Element input;
-    std::promise<Element> output;
+    std::shared_ptr<Slot> slot;
   };
 
   void work() {
     while (true) {
-      Task task{Tensor(), {}};
+      std::optional<Task> task;
       {
         std::unique_lock<std::mutex> lock(mutex_);
         wake_.wait(lock, [this] { return stopping_ || !tasks_.empty(); });
         if (stopping_) return;
-        task = std::move(tasks_.front());
+        task.emplace(std::move(tasks_.front()));
         tasks_.pop_front();
       }
+      std::optional<Element> value;
+      std::exception_ptr error;
       try {
-        task.output.set_value((*fn_)(task.input));
+        value.emplace((*fn_)(task->input));
       } catch (...) {
-        task.output.set_exception(std::current_exception());
+        error = std::current_exception();
       }
+      {
+        std::lock_guard<std::mutex> lock(mutex_);
+        task->slot->value = std::move(value);
+        task->slot->error = std::move(error);
+        task->slot->ready = true;
+      }
+      done_.notify_all();
     }
   }
 
   std::unique_ptr<ElementIterator> input_;
   std::shared_ptr<const MapFn> fn_;
   const std::size_t parallelism_;
-  std::deque<std::future<Element>> in_flight_;  // consumer only
-  bool input_done_ = false;                     // consumer only
+  std::deque<std::shared_ptr<Slot>> in_flight_;  // consumer only
+  bool input_done_ = false;                      // consumer only
   std::mutex mutex_;
-  std::condition_variable wake_;
+  std::condition_variable wake_;  // workers: a task or stop
+  std::condition_variable done_;  // consumer: a slot became ready
   std::deque<Task> tasks_;
   bool stopping_ = false;
   std::vector<std::thread> workers_;
