@@ -106,9 +106,10 @@ class Strategy {
   // thread, the others on threads the strategy keeps for its lifetime.
   //
   // Raises FailedPreconditionError when called from inside a replica function
-  // (of this or another strategy) or inside another strategy's scope, and
-  // InvalidArgumentError when a PerReplica/Mirrored argument does not have
-  // one value per replica.
+  // of this or another (non-default) strategy or inside another strategy's
+  // scope (as in TF, any strategy's run may be called inside the default
+  // strategy's replica function), and InvalidArgumentError when a
+  // PerReplica/Mirrored argument does not have one value per replica.
   template <class F, class... Args>
   auto run(F&& fn, const Args&... args);
 
