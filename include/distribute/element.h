@@ -19,6 +19,11 @@ class Element {
   // A tuple element of one or more components; InvalidArgumentError when empty.
   explicit Element(std::vector<Tensor> components);
   static Element tuple(std::vector<Tensor> components) { return Element(std::move(components)); }
+  // An element of the same kind as this one (single or tuple) holding
+  // `components` (one for a single-tensor element).
+  Element with_components(std::vector<Tensor> components) const {
+    return is_tuple_ ? Element(std::move(components)) : Element(std::move(components.at(0)));
+  }
 
   bool is_tuple() const noexcept { return is_tuple_; }
   // Number of components (1 for a single tensor).

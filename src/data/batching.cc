@@ -66,8 +66,7 @@ Element stack_elements(const std::vector<Element>& rows, std::int64_t first_inde
     }
     out.push_back(std::move(batch));
   }
-  if (!first.is_tuple()) return Element(std::move(out[0]));
-  return Element(std::move(out));
+  return first.with_components(std::move(out));
 }
 
 Element concat_elements(const std::vector<Element>& parts) {
@@ -80,16 +79,14 @@ Element concat_elements(const std::vector<Element>& parts) {
     for (const Element& e : parts) column.push_back(e[c]);
     out.push_back(concat(column));
   }
-  if (!first.is_tuple()) return Element(std::move(out[0]));
-  return Element(std::move(out));
+  return first.with_components(std::move(out));
 }
 
 Element slice_element(const Element& e, std::int64_t begin, std::int64_t end) {
   std::vector<Tensor> out;
   out.reserve(e.size());
   for (const Tensor& c : e.components()) out.push_back(c.slice(begin, end));
-  if (!e.is_tuple()) return Element(std::move(out[0]));
-  return Element(std::move(out));
+  return e.with_components(std::move(out));
 }
 
 std::int64_t batch_dim(const Element& e, const char* op) {
@@ -116,8 +113,7 @@ Element empty_like(const Element& like) {
   for (const Tensor& c : like.components()) {
     out.push_back(c.rank() == 0 ? Tensor::zeros(c.dtype(), {}) : c.slice(0, 0));
   }
-  if (!like.is_tuple()) return Element(std::move(out[0]));
-  return Element(std::move(out));
+  return like.with_components(std::move(out));
 }
 
 std::optional<Element> ElementIterator::next_batch(std::int64_t n, std::vector<Element>& pending,
@@ -191,8 +187,7 @@ class UnbatchNode final : public DatasetNode {
         std::vector<Tensor> out;
         for (const Tensor& c : current_->components()) out.push_back(c[row_]);
         ++row_;
-        if (!current_->is_tuple()) return Element(std::move(out[0]));
-        return Element(std::move(out));
+        return current_->with_components(std::move(out));
       }
 
      private:
