@@ -76,9 +76,11 @@ class ReplicaContext {
 
   // Element-wise SUM or MEAN (sum / number of replicas; integer MEAN
   // truncates) over the replicas; the value must have the same shape and
-  // dtype on every replica. Every replica's result is the same buffer (no
-  // copy per replica). SUM is bitwise identical on every replica and every
-  // run: each element is added in replica order.
+  // dtype on every replica. From 64 KiB up every replica's result is the same
+  // buffer (no copy per replica, the replicas each reduce a share of it);
+  // smaller values are reduced by every replica into its own buffer, which
+  // saves a hand-off between cores. SUM is bitwise identical on every replica
+  // and every run: each element is added in replica order.
   Tensor all_reduce(ReduceOp op, const Tensor& value, const CommunicationOptions& options = {}) const;
   // Several tensors in one fused operation (packed per
   // options.bytes_per_pack); results in the same order.
@@ -105,6 +107,10 @@ class ReplicaContext {
   friend class Strategy;
   ReplicaContext(Strategy& strategy, int replica_id) : strategy_(&strategy), replica_id_(replica_id) {}
 
+  // The replica's results, in a buffer of the collective engine that the
+  // caller moves them out of; nullptr with one replica (results = inputs).
+  std::vector<Tensor>* all_reduce_into(ReduceOp op, std::span<const Tensor> values,
+                                       const CommunicationOptions& options) const;
   std::shared_ptr<void> merge_call_erased(std::shared_ptr<const void> args, const char* type_name,
                                           internal::FunctionRef<std::shared_ptr<void>(std::span<const void* const>)> leader)
       const;

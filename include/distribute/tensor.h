@@ -108,7 +108,9 @@ Tensor scalar_of(DType dtype, std::int64_t value);
 // faults) on every call. Thread-safe; buffers may outlive the pool.
 class BufferPool {
  public:
-  BufferPool();
+  // Pools buffers of at least `min_bytes` (smaller ones come straight from
+  // the allocator), keeping up to `max_free` returned ones.
+  explicit BufferPool(std::size_t min_bytes = 64 * 1024, std::size_t max_free = 4);
   ~BufferPool();
   BufferPool(const BufferPool&) = delete;
   BufferPool& operator=(const BufferPool&) = delete;

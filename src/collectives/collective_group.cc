@@ -10,10 +10,6 @@
 namespace distribute::internal {
 namespace {
 
-constexpr std::uint64_t kFinishedSeq = std::numeric_limits<std::uint64_t>::max();
-// Packs smaller than this are reduced by replica 0 alone: splitting them
-// costs more in cache-line traffic than it saves.
-constexpr std::size_t kSplitBytes = 64 * 1024;
 // Elements summed per block: the block of the output stays in L1 while every
 // replica's input is added to it.
 constexpr std::size_t kBlock = 2048;
@@ -62,37 +58,11 @@ void reduce_range(T* out, std::span<const T* const> ins, std::size_t begin, std:
   }
 }
 
-// A pack: tensors [first, last) of the list, reduced as one flat array.
-struct Pack {
-  std::size_t first, last;
-  std::int64_t elements;
-};
-
-std::vector<Pack> plan_packs(const std::vector<Tensor>& values, std::int64_t bytes_per_pack) {
-  std::vector<Pack> packs;
-  for (std::size_t i = 0; i < values.size(); ++i) {
-    const Tensor& t = values[i];
-    const auto bytes = static_cast<std::int64_t>(t.bytes().size());
-    const bool fits = !packs.empty() && values[packs.back().first].dtype() == t.dtype() &&
-                      (bytes_per_pack == 0 ||
-                       (packs.back().elements * static_cast<std::int64_t>(dtype_size(t.dtype())) + bytes <=
-                        bytes_per_pack));
-    if (fits) {
-      packs.back().last = i + 1;
-      packs.back().elements += t.num_elements();
-    } else {
-      packs.push_back({i, i + 1, t.num_elements()});
-    }
-  }
-  return packs;
-}
-
 const char* kind_name(int kind) {
   switch (kind) {
     case 1: return "all_reduce";
     case 2: return "all_gather";
     case 3: return "merge_call";
-    case 4: return "return from the replica function";
     default: return "nothing";
   }
 }
@@ -106,23 +76,27 @@ CollectiveGroup::CollectiveGroup(int num_replicas) : n_(num_replicas), slots_(st
 
 void CollectiveGroup::reset() {
   for (Slot& s : slots_) {
-    s.desc = Descriptor{};
-    s.arrived.store(0, std::memory_order_relaxed);
-    s.done.store(0, std::memory_order_relaxed);
-    s.ready.store(0, std::memory_order_relaxed);
+    s.header[0] = Header{};
+    s.header[1] = Header{};
+    s.desc[0] = Descriptor{};
+    s.desc[1] = Descriptor{};
+    s.arrived.store(0);
+    s.done.store(0);
+    s.ready.store(0);
+    s.finished_before.store(kNever);
     s.next_seq = 1;
   }
   std::lock_guard<std::mutex> lock(abort_mutex_);
   abort_reason_.clear();
   abort_replica_ = -1;
   abort_is_deadline_ = false;
-  aborted_.store(false, std::memory_order_release);
+  aborted_.store(false);
 }
 
 void CollectiveGroup::abort(int replica, std::exception_ptr reason) noexcept {
   {
     std::lock_guard<std::mutex> lock(abort_mutex_);
-    if (aborted_.load(std::memory_order_relaxed)) return;
+    if (aborted_.load()) return;
     bool deadline = false;
     try {
       std::rethrow_exception(reason);
@@ -133,19 +107,20 @@ void CollectiveGroup::abort(int replica, std::exception_ptr reason) noexcept {
     abort_is_deadline_ = deadline;
     abort_replica_ = replica;
     abort_reason_ = deadline ? what_of(reason) : "replica " + std::to_string(replica) + " failed: " + what_of(reason);
-    aborted_.store(true, std::memory_order_release);
+    aborted_.store(true);
   }
   progress_.notify_add(1);
 }
 
 void CollectiveGroup::finish(int replica) noexcept {
-  Slot& s = slots_[static_cast<std::size_t>(replica)];
-  s.desc = Descriptor{};
-  s.desc.kind = Kind::kFinished;
-  s.done.store(kFinishedSeq, std::memory_order_release);
-  s.ready.store(kFinishedSeq, std::memory_order_release);
-  s.arrived.store(kFinishedSeq, std::memory_order_release);
-  progress_.notify_add(1);
+  Slot& s = slot(replica);
+  s.finished_before.store(s.next_seq);
+  progress_.notify_if_sleeping();
+}
+
+bool CollectiveGroup::arrived_at(int q, std::uint64_t seq) const {
+  const Slot& s = slot(q);
+  return s.arrived.load() >= seq || s.finished_before.load() <= seq;
 }
 
 void CollectiveGroup::throw_aborted(int replica, std::uint64_t seq, const char* what) const {
@@ -156,44 +131,37 @@ void CollectiveGroup::throw_aborted(int replica, std::uint64_t seq, const char* 
 }
 
 template <class Ready>
-void CollectiveGroup::wait(int replica, std::uint64_t seq, const char* what, Clock::time_point deadline, bool arriving,
+void CollectiveGroup::wait(int replica, std::uint64_t seq, const char* what, Clock::time_point deadline, Phase phase,
                            Ready ready) {
-  while (true) {
-    const std::uint32_t word = progress_.load();
-    if (aborted_.load(std::memory_order_acquire)) throw_aborted(replica, seq, what);
-    if (ready()) return;
-    std::uint32_t ignored = 0;
-    if (progress_.wait_while_equal_until(word, policy_, deadline, &ignored)) continue;
-    if (aborted_.load(std::memory_order_acquire)) throw_aborted(replica, seq, what);
-    if (ready()) return;
-    std::vector<int> arrived, missing;
-    for (int q = 0; q < n_; ++q) {
-      const Slot& s = slots_[static_cast<std::size_t>(q)];
-      const std::uint64_t at = (arriving ? s.arrived : s.done).load(std::memory_order_acquire);
-      (at >= seq ? arrived : missing).push_back(q);
-    }
-    const std::string msg = std::string(what) + " #" + std::to_string(seq) + " exceeded its deadline on replica " +
-                            std::to_string(replica) + " waiting for the other replicas to " +
-                            (arriving ? "arrive" : "finish") + ": arrived " + list_replicas(arrived) + ", missing " +
-                            list_replicas(missing) + " (timeout_seconds in CommunicationOptions sets the deadline)";
-    abort(replica, std::make_exception_ptr(DeadlineExceededError(msg)));
-    throw DeadlineExceededError(msg);
+  const auto result = progress_.wait_until(policy_, deadline, ready, [this] { return aborted_.load(); });
+  if (result == WaitWord::WaitResult::kReady) return;
+  if (result == WaitWord::WaitResult::kStopped) throw_aborted(replica, seq, what);
+  const bool arriving = phase == Phase::kArrive;
+  std::vector<int> arrived, missing;
+  for (int q = 0; q < n_; ++q) {
+    const bool there = arriving ? arrived_at(q, seq) : slot(q).done.load() >= seq;
+    (there ? arrived : missing).push_back(q);
   }
+  const std::string msg = std::string(what) + " #" + std::to_string(seq) + " exceeded its deadline on replica " +
+                          std::to_string(replica) + " waiting for the other replicas to " +
+                          (arriving ? "arrive" : "finish") + ": arrived " + list_replicas(arrived) + ", missing " +
+                          list_replicas(missing) + " (timeout_seconds in CommunicationOptions sets the deadline)";
+  abort(replica, std::make_exception_ptr(DeadlineExceededError(msg)));
+  throw DeadlineExceededError(msg);
 }
 
 std::uint64_t CollectiveGroup::publish(int replica, FunctionRef<void(Descriptor&)> fill) {
-  Slot& s = slots_[static_cast<std::size_t>(replica)];
+  Slot& s = slot(replica);
   const std::uint64_t seq = s.next_seq++;
-  // After an abort nothing is published: the slot may still be read by a
-  // replica that passed its meeting before the abort.
-  if (aborted_.load(std::memory_order_acquire)) throw_aborted(replica, seq, "collective");
-  // Refill the slot in place (its vectors keep their capacity).
-  Descriptor& d = s.desc;
+  // After an abort nothing is published (see the header).
+  if (aborted_.load()) throw_aborted(replica, seq, "collective");
+  // Refill the descriptor in place (its vectors keep their capacity).
+  Descriptor& d = s.desc[seq & 1];
   d.kind = Kind::kNone;
   d.op = ReduceOp::SUM;
   d.axis = 0;
   d.bytes_per_pack = 0;
-  d.owned_inputs.clear();
+  d.inputs.clear();
   d.args.reset();
   d.type_name = nullptr;
   d.packs.clear();
@@ -201,40 +169,53 @@ std::uint64_t CollectiveGroup::publish(int replica, FunctionRef<void(Descriptor&
   d.merge_result.reset();
   d.merge_error = nullptr;
   fill(d);
-  d.tensors = &d.owned_inputs;
-  s.arrived.store(seq, std::memory_order_release);
-  progress_.notify_add(1);
+  // FNV-1a over everything the replicas must agree on.
+  std::uint64_t sig = 14695981039346656037ull;
+  auto mix = [&sig](std::uint64_t v) { sig = (sig ^ v) * 1099511628211ull; };
+  mix(static_cast<std::uint64_t>(d.kind));
+  mix(static_cast<std::uint64_t>(d.op));
+  mix(static_cast<std::uint64_t>(d.axis));
+  mix(static_cast<std::uint64_t>(d.bytes_per_pack));
+  mix(d.inputs.size());
+  for (const char* c = d.type_name; c != nullptr && *c != '\0'; ++c) mix(static_cast<unsigned char>(*c));
+  for (const Tensor& t : d.inputs) {
+    mix(static_cast<std::uint64_t>(t.dtype()));
+    mix(static_cast<std::uint64_t>(t.rank()));
+    for (int k = 0; k < t.rank(); ++k) {
+      mix(d.kind == Kind::kAllGather && k == d.axis ? 0 : static_cast<std::uint64_t>(t.dim(k)));
+    }
+  }
+  Header& h = s.header[seq & 1];
+  h.signature = sig;
+  h.first = d.inputs.empty() ? nullptr : d.inputs.front().bytes().data();
+  s.arrived.store(seq);
+  progress_.notify_if_sleeping();
   return seq;
 }
 
 void CollectiveGroup::mark_done(int replica, std::uint64_t seq) {
-  slots_[static_cast<std::size_t>(replica)].done.store(seq, std::memory_order_release);
-  progress_.notify_add(1);
+  slot(replica).done.store(seq);
+  progress_.notify_if_sleeping();
 }
 
 void CollectiveGroup::meet(int replica, std::uint64_t seq, const char* what, Clock::time_point deadline) {
-  wait(replica, seq, what, deadline, true, [&] {
-    for (const Slot& s : slots_) {
-      if (s.arrived.load(std::memory_order_acquire) < seq) return false;
+  wait(replica, seq, what, deadline, Phase::kArrive, [&] {
+    for (int q = 0; q < n_; ++q) {
+      if (!arrived_at(q, seq)) return false;
     }
     return true;
   });
-  try {
-    check_matching(seq, what);
-  } catch (...) {
-    // Every replica finds the same mismatch. Leave together, so that no
-    // replica returns (freeing its inputs, or marking its slot finished)
-    // while another is still checking its descriptor.
-    mark_done(replica, seq);
-    leave(replica, seq, what, deadline);
-    throw;
-  }
+  // Every replica finds the same mismatch, if any, and raises it. No one
+  // waits for the others to finish checking: a replica that leaves (even one
+  // that returns from its function) changes neither its descriptor nor its
+  // inputs, which stay until collective seq + 2.
+  check_matching(seq, what);
 }
 
-void CollectiveGroup::leave(int replica, std::uint64_t seq, const char* what, Clock::time_point deadline) {
-  wait(replica, seq, what, deadline, false, [&] {
+void CollectiveGroup::wait_all_done(int replica, std::uint64_t seq, const char* what, Clock::time_point deadline) {
+  wait(replica, seq, what, deadline, Phase::kFinish, [&] {
     for (const Slot& s : slots_) {
-      if (s.done.load(std::memory_order_acquire) < seq) return false;
+      if (s.done.load() < seq) return false;
     }
     return true;
   });
@@ -243,17 +224,21 @@ void CollectiveGroup::leave(int replica, std::uint64_t seq, const char* what, Cl
 void CollectiveGroup::check_matching(std::uint64_t seq, const char* what) const {
   // Messages are built only on a mismatch: this runs on every collective.
   auto call = [&] { return std::string(what) + " #" + std::to_string(seq); };
-  const Descriptor& d0 = slots_[0].desc;
   for (int q = 0; q < n_; ++q) {
-    const Descriptor& d = slots_[static_cast<std::size_t>(q)].desc;
-    if (d.kind == Kind::kFinished) {
+    if (slot(q).arrived.load() < seq) {
       throw InvalidArgumentError("replicas made different collective calls: replica " + std::to_string(q) +
                                  " returned from its replica function while the others called " + call() +
                                  "; every replica must call the same collectives in the same order");
     }
   }
+  // Fast path: every signature equal to replica 0's.
+  const std::uint64_t sig0 = header(0, seq).signature;
+  bool same = true;
+  for (int q = 1; q < n_ && same; ++q) same = header(q, seq).signature == sig0;
+  if (same) return;
+  const Descriptor& d0 = desc(0, seq);
   for (int q = 1; q < n_; ++q) {
-    const Descriptor& d = slots_[static_cast<std::size_t>(q)].desc;
+    const Descriptor& d = desc(q, seq);
     const char* on = " on replica 0 vs ";
     auto rq = [q] { return " on replica " + std::to_string(q); };
     if (d.kind != d0.kind) {
@@ -278,95 +263,143 @@ void CollectiveGroup::check_matching(std::uint64_t seq, const char* what) const 
       throw InvalidArgumentError(call() + ": bytes_per_pack " + std::to_string(d0.bytes_per_pack) + on +
                                  std::to_string(d.bytes_per_pack) + rq());
     }
-    if (d.tensors->size() != d0.tensors->size()) {
-      throw InvalidArgumentError(call() + ": " + std::to_string(d0.tensors->size()) + " tensor(s)" + on +
-                                 std::to_string(d.tensors->size()) + rq());
+    if (d.inputs.size() != d0.inputs.size()) {
+      throw InvalidArgumentError(call() + ": " + std::to_string(d0.inputs.size()) + " tensor(s)" + on +
+                                 std::to_string(d.inputs.size()) + rq());
     }
-    for (std::size_t i = 0; i < d.tensors->size(); ++i) {
-      const Tensor& a = (*d0.tensors)[i];
-      const Tensor& b = (*d.tensors)[i];
-      bool same = a.dtype() == b.dtype() && a.rank() == b.rank();
-      if (same && d.kind == Kind::kAllGather) {
-        for (int k = 0; k < a.rank(); ++k) same = same && (k == d.axis || a.dim(k) == b.dim(k));
-      } else if (same) {
-        same = a.shape() == b.shape();
+    for (std::size_t i = 0; i < d.inputs.size(); ++i) {
+      const Tensor& a = d0.inputs[i];
+      const Tensor& b = d.inputs[i];
+      bool equal = a.dtype() == b.dtype() && a.rank() == b.rank();
+      if (equal && d.kind == Kind::kAllGather) {
+        for (int k = 0; k < a.rank(); ++k) equal = equal && (k == d.axis || a.dim(k) == b.dim(k));
+      } else if (equal) {
+        equal = a.shape() == b.shape();
       }
-      if (!same) {
-        const std::string which = d.tensors->size() > 1 ? " (tensor " + std::to_string(i) + ")" : "";
+      if (!equal) {
+        const std::string which = d.inputs.size() > 1 ? " (tensor " + std::to_string(i) + ")" : "";
         throw InvalidArgumentError(call() + which + ": " + describe(a) + on + describe(b) + rq());
       }
     }
   }
 }
 
-std::vector<Tensor> CollectiveGroup::all_reduce(int replica, ReduceOp op, const std::vector<Tensor>& values,
-                                                std::int64_t bytes_per_pack, Clock::time_point deadline) {
+std::vector<Tensor>& CollectiveGroup::all_reduce(int replica, ReduceOp op, std::span<const Tensor> values,
+                                                 std::int64_t bytes_per_pack, Clock::time_point deadline) {
   if (bytes_per_pack < 0) {
     throw InvalidArgumentError("all_reduce: expected bytes_per_pack >= 0, got " + std::to_string(bytes_per_pack));
   }
-  const std::vector<Pack> packs = plan_packs(values, bytes_per_pack);
-  const std::uint64_t seq = publish(replica, [&](Descriptor& desc) {
-    desc.kind = Kind::kAllReduce;
-    desc.op = op;
-    desc.bytes_per_pack = bytes_per_pack;
-    desc.owned_inputs.assign(values.begin(), values.end());
+  Slot& mine = slot(replica);
+  // Plan the packs: consecutive tensors of one dtype, up to bytes_per_pack
+  // bytes each (0: no limit).
+  std::vector<Pack>& plan = mine.plan;
+  plan.clear();
+  bool any_split = false;
+  for (std::size_t i = 0; i < values.size(); ++i) {
+    const Tensor& t = values[i];
+    const auto bytes = static_cast<std::int64_t>(t.bytes().size());
+    const auto element = static_cast<std::int64_t>(dtype_size(t.dtype()));
+    const bool fits = !plan.empty() && values[plan.back().first].dtype() == t.dtype() &&
+                      (bytes_per_pack == 0 || plan.back().elements * element + bytes <= bytes_per_pack);
+    if (fits) {
+      plan.back().last = i + 1;
+      plan.back().elements += t.num_elements();
+    } else {
+      plan.push_back({i, i + 1, t.num_elements(), false, 0});
+    }
+  }
+  std::size_t split_packs = 0;
+  for (Pack& p : plan) {
+    p.split = static_cast<std::size_t>(p.elements) * dtype_size(values[p.first].dtype()) >= kSplitBytes;
+    if (p.split) p.output = split_packs++;
+    any_split = any_split || p.split;
+  }
+
+  const std::uint64_t seq = publish(replica, [&](Descriptor& d) {
+    d.kind = Kind::kAllReduce;
+    d.op = op;
+    d.bytes_per_pack = bytes_per_pack;
+    d.inputs.assign(values.begin(), values.end());
     if (replica == 0) {
-      for (const Pack& p : packs) {
+      for (const Pack& p : plan) {
+        if (!p.split) continue;
         void* data = nullptr;
-        desc.packs.push_back(buffers_.allocate(values[p.first].dtype(), {p.elements}, &data));
+        d.packs.push_back(buffers_.allocate(values[p.first].dtype(), {p.elements}, &data));
       }
     }
   });
   meet(replica, seq, "all_reduce", deadline);
 
-  // Compute this replica's share of every pack.
-  const std::vector<Tensor> outputs = slots_[0].desc.packs;  // shared buffers (copies of the references)
-  for (std::size_t p = 0; p < packs.size(); ++p) {
-    const Pack& pack = packs[p];
+  std::vector<Tensor>& results = mine.results;
+  results.clear();
+  const Descriptor& d0 = desc(0, seq);
+  const bool mean = op == ReduceOp::MEAN;
+  for (const Pack& pack : plan) {
     const DType dtype = values[pack.first].dtype();
-    const auto total = static_cast<std::size_t>(pack.elements);
-    const bool split = total * dtype_size(dtype) >= kSplitBytes;
-    if (!split && replica != 0) continue;
-    const std::size_t begin = split ? total * static_cast<std::size_t>(replica) / static_cast<std::size_t>(n_) : 0;
-    const std::size_t end = split ? total * static_cast<std::size_t>(replica + 1) / static_cast<std::size_t>(n_) : total;
     dispatch_dtype(dtype, [&](auto zero) {
       using T = decltype(zero);
-      T* out = const_cast<T*>(outputs[p].data<T>().data());
-      // Walk the tensors of the pack that overlap [begin, end).
-      std::size_t offset = 0;
-      std::vector<const T*> ins_heap;
       const T* ins_inline[16];
+      std::vector<const T*> ins_heap;
       std::span<const T*> ins(ins_inline, static_cast<std::size_t>(std::min(n_, 16)));
       if (n_ > 16) {
         ins_heap.resize(static_cast<std::size_t>(n_));
         ins = std::span<const T*>(ins_heap);
       }
+      auto gather_inputs = [&](std::size_t t, std::size_t offset) {
+        for (int q = 0; q < n_; ++q) {
+          const T* in = t == 0 ? static_cast<const T*>(header(q, seq).first)
+                               : desc(q, seq).inputs[t].template data<T>().data();
+          ins[static_cast<std::size_t>(q)] = in - offset;
+        }
+      };
+      if (!pack.split) {
+        // Each replica reduces every tensor of the pack into its own buffer.
+        for (std::size_t t = pack.first; t < pack.last; ++t) {
+          void* data = nullptr;
+          results.push_back(mine.small_buffers.allocate(dtype, values[t].shape(), &data));
+          gather_inputs(t, 0);
+          reduce_range<T>(static_cast<T*>(data), ins, 0, static_cast<std::size_t>(values[t].num_elements()), mean);
+        }
+        return;
+      }
+      // This replica's share of the shared buffer: walk the tensors of the
+      // pack that overlap [begin, end).
+      const auto total = static_cast<std::size_t>(pack.elements);
+      const std::size_t begin = total * static_cast<std::size_t>(replica) / static_cast<std::size_t>(n_);
+      const std::size_t end = total * static_cast<std::size_t>(replica + 1) / static_cast<std::size_t>(n_);
+      T* out = const_cast<T*>(d0.packs[pack.output].template data<T>().data());
+      std::size_t offset = 0;
       for (std::size_t t = pack.first; t < pack.last && offset < end; ++t) {
         const auto count = static_cast<std::size_t>(values[t].num_elements());
         const std::size_t lo = std::max(begin, offset), hi = std::min(end, offset + count);
         if (lo < hi) {
-          for (int q = 0; q < n_; ++q) {
-            ins[static_cast<std::size_t>(q)] =
-                (*slots_[static_cast<std::size_t>(q)].desc.tensors)[t].template data<T>().data() - offset;
-          }
-          reduce_range<T>(out, ins, lo, hi, op == ReduceOp::MEAN);
+          gather_inputs(t, offset);
+          reduce_range<T>(out, ins, lo, hi, mean);
         }
         offset += count;
       }
+      // Placeholders (a reference count each, no allocation), replaced by
+      // views of the buffer once every share is written.
+      for (std::size_t t = pack.first; t < pack.last; ++t) results.push_back(values[t]);
     });
   }
-  mark_done(replica, seq);
-  leave(replica, seq, "all_reduce", deadline);
-
-  // Every result is a view of its pack's shared buffer.
-  std::vector<Tensor> results;
-  results.reserve(values.size());
-  for (std::size_t p = 0; p < packs.size(); ++p) {
-    std::int64_t offset = 0;
-    for (std::size_t t = packs[p].first; t < packs[p].last; ++t) {
-      const std::int64_t count = values[t].num_elements();
-      results.push_back(outputs[p].slice(offset, offset + count).reshape(values[t].shape()));
-      offset += count;
+  if (any_split) {
+    mark_done(replica, seq);
+    wait_all_done(replica, seq, "all_reduce", deadline);
+    // Every result of a split pack is a view of the pack's shared buffer.
+    for (const Pack& pack : plan) {
+      if (!pack.split) continue;
+      const Tensor& buffer = d0.packs[pack.output];
+      if (pack.last - pack.first == 1) {
+        results[pack.first] = buffer.reshape(values[pack.first].shape());
+        continue;
+      }
+      std::int64_t offset = 0;
+      for (std::size_t t = pack.first; t < pack.last; ++t) {
+        const std::int64_t count = values[t].num_elements();
+        results[t] = buffer.slice(offset, offset + count).reshape(values[t].shape());
+        offset += count;
+      }
     }
   }
   return results;
@@ -374,39 +407,36 @@ std::vector<Tensor> CollectiveGroup::all_reduce(int replica, ReduceOp op, const 
 
 std::vector<Tensor> CollectiveGroup::all_gather(int replica, const std::vector<Tensor>& values, int axis,
                                                 Clock::time_point deadline) {
-  const std::uint64_t seq = publish(replica, [&](Descriptor& desc) {
-    desc.kind = Kind::kAllGather;
-    desc.axis = axis;
-    desc.owned_inputs.assign(values.begin(), values.end());
+  const std::uint64_t seq = publish(replica, [&](Descriptor& d) {
+    d.kind = Kind::kAllGather;
+    d.axis = axis;
+    d.inputs.assign(values.begin(), values.end());
   });
   meet(replica, seq, "all_gather", deadline);
   // Replica 0 allocates the outputs once all shapes are known and announces
   // them through its `ready` word; the others wait for that, then everyone
   // copies its own part.
   if (replica == 0) {
-    Descriptor& d0 = slots_[0].desc;
+    Descriptor& d0 = slot(0).desc[seq & 1];
     for (std::size_t i = 0; i < values.size(); ++i) {
       Shape shape = values[i].shape();
       std::int64_t along = 0;
-      for (const Slot& s : slots_) along += (*s.desc.tensors)[i].dim(axis);
+      for (int q = 0; q < n_; ++q) along += desc(q, seq).inputs[i].dim(axis);
       shape[static_cast<std::size_t>(axis)] = along;
       void* data = nullptr;
       d0.outputs.push_back(buffers_.allocate(values[i].dtype(), shape, &data));
     }
-  }
-  if (replica == 0) {
-    slots_[0].ready.store(seq, std::memory_order_release);
-    progress_.notify_add(1);
+    slot(0).ready.store(seq);
+    progress_.notify_if_sleeping();
   } else {
-    wait(replica, seq, "all_gather", deadline, false,
-         [&] { return slots_[0].ready.load(std::memory_order_acquire) >= seq; });
+    wait(replica, seq, "all_gather", deadline, Phase::kFinish, [&] { return slot(0).ready.load() >= seq; });
   }
-  const std::vector<Tensor> outputs = slots_[0].desc.outputs;
+  const std::vector<Tensor>& outputs = desc(0, seq).outputs;
   for (std::size_t i = 0; i < values.size(); ++i) {
     const Tensor& mine = values[i];
     const Tensor& out = outputs[i];
     std::int64_t before = 0;
-    for (int q = 0; q < replica; ++q) before += (*slots_[static_cast<std::size_t>(q)].desc.tensors)[i].dim(axis);
+    for (int q = 0; q < replica; ++q) before += desc(q, seq).inputs[i].dim(axis);
     std::size_t outer = 1, inner = dtype_size(mine.dtype());
     for (int k = 0; k < axis; ++k) outer *= static_cast<std::size_t>(mine.dim(k));
     for (int k = axis + 1; k < mine.rank(); ++k) inner *= static_cast<std::size_t>(mine.dim(k));
@@ -419,23 +449,23 @@ std::vector<Tensor> CollectiveGroup::all_gather(int replica, const std::vector<T
     }
   }
   mark_done(replica, seq);
-  leave(replica, seq, "all_gather", deadline);
+  wait_all_done(replica, seq, "all_gather", deadline);
   return outputs;
 }
 
 std::shared_ptr<void> CollectiveGroup::merge_call(
     int replica, std::shared_ptr<const void> args, const char* type_name,
     FunctionRef<std::shared_ptr<void>(std::span<const void* const>)> leader, Clock::time_point deadline) {
-  const std::uint64_t seq = publish(replica, [&](Descriptor& desc) {
-    desc.kind = Kind::kMergeCall;
-    desc.args = std::move(args);
-    desc.type_name = type_name;
+  const std::uint64_t seq = publish(replica, [&](Descriptor& d) {
+    d.kind = Kind::kMergeCall;
+    d.args = std::move(args);
+    d.type_name = type_name;
   });
   meet(replica, seq, "merge_call", deadline);
   if (replica == 0) {
     std::vector<const void*> all(static_cast<std::size_t>(n_));
-    for (int q = 0; q < n_; ++q) all[static_cast<std::size_t>(q)] = slots_[static_cast<std::size_t>(q)].desc.args.get();
-    Descriptor& d0 = slots_[0].desc;
+    for (int q = 0; q < n_; ++q) all[static_cast<std::size_t>(q)] = desc(q, seq).args.get();
+    Descriptor& d0 = slot(0).desc[seq & 1];
     try {
       d0.merge_result = leader(all);
     } catch (...) {
@@ -443,15 +473,12 @@ std::shared_ptr<void> CollectiveGroup::merge_call(
     }
     mark_done(0, seq);
   } else {
-    wait(replica, seq, "merge_call", deadline, false,
-         [&] { return slots_[0].done.load(std::memory_order_acquire) >= seq; });
+    wait(replica, seq, "merge_call", deadline, Phase::kFinish, [&] { return slot(0).done.load() >= seq; });
+    mark_done(replica, seq);  // only for the deadline messages of others
   }
-  std::shared_ptr<void> result = slots_[0].desc.merge_result;
-  std::exception_ptr error = slots_[0].desc.merge_error;
-  if (replica != 0) mark_done(replica, seq);
-  leave(replica, seq, "merge_call", deadline);
-  if (error) std::rethrow_exception(error);
-  return result;
+  const Descriptor& d0 = desc(0, seq);
+  if (d0.merge_error) std::rethrow_exception(d0.merge_error);
+  return d0.merge_result;
 }
 
 }  // namespace distribute::internal

@@ -5,38 +5,52 @@
 // Protocol, per collective (every replica calls them in the same order; the
 // k-th call of each replica in a run is collective number k):
 //   1. Publish. Replica r writes its descriptor (kind, op, tensors, ...) into
-//      slot r, then stores k into slot r's `arrived` word. Replica 0 also
-//      allocates the output buffer(s) from its own descriptor.
+//      its slot's descriptor k % 2, then stores k into the slot's `arrived`
+//      word. For a reduction split across the replicas, replica 0 also
+//      allocates the shared output buffer(s) from its own descriptor.
 //   2. Meet. Each replica waits until every slot has arrived at k (or the
 //      group is aborted, or the deadline passes). Every replica then checks
 //      all descriptors against replica 0's; a mismatch raises the same
 //      InvalidArgumentError on every replica.
-//   3. Compute. Replica r fills its own part of the shared output (for a
-//      reduction: elements [r*L/N, (r+1)*L/N) of each pack, summed over the
-//      replicas in replica order, so the result is bitwise the same whatever
-//      the timing), then stores k into its `done` word.
-//   4. Leave. Each replica waits until every slot is done with k, so no
-//      input is released and no slot is reused while someone still reads it.
-// The output is one buffer shared by every replica's result (Tensors are
-// immutable), so a Mirrored result of N replicas costs the memory of one.
+//   3. Compute.
+//      - A reduction pack of at least kSplitBytes: replica r fills elements
+//        [r*L/N, (r+1)*L/N) of the shared output buffer, stores k into its
+//        `done` word, and waits until every replica is done with k (the
+//        result is then complete). All replicas' results are that buffer, so
+//        a Mirrored result of N replicas costs the memory of one.
+//      - A smaller pack: every replica reduces the whole pack into a buffer of
+//        its own. That costs at most kSplitBytes per replica and saves the
+//        second cross-core hand-off (the wait for the others' shares).
+//      Either way every element is summed in replica order, so the result is
+//      bitwise the same on every replica whatever the timing.
+//      all_gather and merge_call: replica 0 allocates the outputs (runs the
+//      merge function), then announces them through its `ready` (`done`)
+//      word; all_gather's replicas copy their parts, then wait for each other.
+//   4. There is no leave barrier. Descriptor k % 2 of a slot is next written
+//      by collective k + 2, which its replica can publish only after every
+//      replica arrived at k + 1, that is, after every replica finished
+//      reading collective k.
 //
-// Every wait spins briefly, then sleeps on one progress word, and ends by its
-// deadline. abort() (a replica failed, or a deadline passed) wakes every
-// waiter, which raises CancelledError naming the cause; a deadline raises
-// DeadlineExceededError naming the collective, its number, and the replicas
-// that arrived and that are missing. A replica that returns from its
-// function while others wait in a collective counts as a mismatch.
+// Every wait polls its condition, then sleeps on one progress word, and ends
+// by its deadline. abort() (a replica failed, or a deadline passed) wakes
+// every waiter, which raises CancelledError naming the cause; a deadline
+// raises DeadlineExceededError naming the collective, its number, and the
+// replicas that arrived and that are missing. A replica that returns from its
+// function while others wait in a collective counts as a mismatch. After an
+// abort nothing more is published; slots keep their inputs (each descriptor
+// owns references to them) until the next run resets the group.
 //
-// Memory ordering: a replica that passed step 2 of collective k sees every
-// descriptor and input written before the other replicas' step 1; one that
-// passed step 4 sees every replica's part of the output.
+// Memory ordering: the words are written and read sequentially consistently
+// (WaitWord's sleep protocol needs it). A replica that passed step 2 of
+// collective k sees every descriptor and input written before the others'
+// step 1; one whose wait for `done` returned sees every share of the output.
 #pragma once
 
 #include <atomic>
 #include <chrono>
 #include <cstdint>
 #include <exception>
-#include <functional>
+#include <limits>
 #include <memory>
 #include <mutex>
 #include <span>
@@ -54,6 +68,9 @@ using Clock = std::chrono::steady_clock;
 
 class CollectiveGroup {
  public:
+  // Packs smaller than this are reduced by every replica on its own.
+  static constexpr std::size_t kSplitBytes = 64 * 1024;
+
   explicit CollectiveGroup(int num_replicas);
   CollectiveGroup(const CollectiveGroup&) = delete;
   CollectiveGroup& operator=(const CollectiveGroup&) = delete;
@@ -68,10 +85,11 @@ class CollectiveGroup {
   void finish(int replica) noexcept;
 
   // Element-wise reduction of each tensor over the replicas. `values` must
-  // match on every replica (count, dtypes, shapes). Results of one pack share
-  // one buffer.
-  std::vector<Tensor> all_reduce(int replica, ReduceOp op, const std::vector<Tensor>& values,
-                                 std::int64_t bytes_per_pack, Clock::time_point deadline);
+  // match on every replica (count, dtypes, shapes). Returns the replica's
+  // results in a vector of its slot, valid until its next collective (move
+  // them out).
+  std::vector<Tensor>& all_reduce(int replica, ReduceOp op, std::span<const Tensor> values,
+                                  std::int64_t bytes_per_pack, Clock::time_point deadline);
   // Concatenation of each tensor over the replicas along `axis`, in replica
   // order; sizes along the axis may differ, all other dimensions must match.
   std::vector<Tensor> all_gather(int replica, const std::vector<Tensor>& values, int axis,
@@ -84,53 +102,90 @@ class CollectiveGroup {
                                    Clock::time_point deadline);
 
  private:
-  enum class Kind : std::uint8_t { kNone, kAllReduce, kAllGather, kMergeCall, kFinished };
+  enum class Kind : std::uint8_t { kNone, kAllReduce, kAllGather, kMergeCall };
+  enum class Phase { kArrive, kFinish };
+
+  // A pack: tensors [first, last) of an all_reduce list, reduced as one flat
+  // array of `elements`; split ones have a shared output buffer.
+  struct Pack {
+    std::size_t first, last;
+    std::int64_t elements;
+    bool split;
+    std::size_t output;  // index in replica 0's Descriptor::packs (split only)
+  };
+
+  // What the other replicas read of a collective on every call, next to the
+  // words they poll: a signature (a hash of the kind, op, axis,
+  // bytes_per_pack, argument type and every tensor's dtype and shape, the
+  // gathered axis left out) and the first tensor's elements. A signature that
+  // differs from replica 0's sends the check to the descriptors, which name
+  // the difference.
+  struct Header {
+    std::uint64_t signature = 0;
+    const void* first = nullptr;
+  };
 
   struct Descriptor {
     Kind kind = Kind::kNone;
     ReduceOp op = ReduceOp::SUM;
     int axis = 0;
     std::int64_t bytes_per_pack = 0;
-    // The slot keeps its own references to the inputs (and merge_call's
-    // arguments), so that a replica unwinding after a timeout cannot free
-    // what another replica still reads.
-    std::vector<Tensor> owned_inputs;
-    const std::vector<Tensor>* tensors = nullptr;  // = &owned_inputs once published
+    // The descriptor keeps its own references to the inputs (and
+    // merge_call's arguments), so that a replica unwinding after a timeout
+    // cannot free what another replica still reads.
+    std::vector<Tensor> inputs;
     std::shared_ptr<const void> args;
     const char* type_name = nullptr;
     // Written by replica 0 only.
-    std::vector<Tensor> packs;          // all_reduce: one output buffer per pack
-    std::vector<Tensor> outputs;        // all_gather: one output per tensor
-    std::shared_ptr<void> merge_result; // merge_call
+    std::vector<Tensor> packs;           // all_reduce: one buffer per split pack
+    std::vector<Tensor> outputs;         // all_gather: one output per tensor
+    std::shared_ptr<void> merge_result;  // merge_call
     std::exception_ptr merge_error;
   };
 
+  static constexpr std::uint64_t kNever = std::numeric_limits<std::uint64_t>::max();
+
   struct alignas(64) Slot {
-    Descriptor desc;
-    std::atomic<std::uint64_t> arrived{0};
-    std::atomic<std::uint64_t> done{0};
-    // Replica 0 only: the outputs of all_gather `ready` are allocated.
-    std::atomic<std::uint64_t> ready{0};
-    std::uint64_t next_seq = 1;  // touched by the slot's replica only
+    // One cache line: what the other replicas poll and read on every call
+    // (a publish moves one line between cores).
+    std::atomic<std::uint64_t> arrived{0};  // last collective published
+    std::atomic<std::uint64_t> done{0};     // last collective whose share is written
+    std::atomic<std::uint64_t> ready{0};    // replica 0: all_gather outputs allocated
+    // The replica returned from its function before publishing this one.
+    std::atomic<std::uint64_t> finished_before{kNever};
+    Header header[2];  // collective k uses header[k % 2] and desc[k % 2]
+    // Touched by the slot's replica only.
+    std::uint64_t next_seq = 1;
+    std::vector<Pack> plan;
+    std::vector<Tensor> results;
+    BufferPool small_buffers{0, 8};  // the replica's own results of small packs
+    Descriptor desc[2];
   };
+
+  Slot& slot(int q) { return slots_[static_cast<std::size_t>(q)]; }
+  const Slot& slot(int q) const { return slots_[static_cast<std::size_t>(q)]; }
+  const Descriptor& desc(int q, std::uint64_t seq) const { return slot(q).desc[seq & 1]; }
+  const Header& header(int q, std::uint64_t seq) const { return slot(q).header[seq & 1]; }
+  bool arrived_at(int q, std::uint64_t seq) const;
 
   // Waits until `ready()` holds; raises on abort or at the deadline.
   template <class Ready>
-  void wait(int replica, std::uint64_t seq, const char* what, Clock::time_point deadline, bool arriving,
-            Ready ready);
-  // Fills replica's slot through `fill`, then announces it.
+  void wait(int replica, std::uint64_t seq, const char* what, Clock::time_point deadline, Phase phase, Ready ready);
+  // Fills replica's descriptor through `fill`, derives its header, then
+  // announces them.
   std::uint64_t publish(int replica, FunctionRef<void(Descriptor&)> fill);
   void mark_done(int replica, std::uint64_t seq);
   void meet(int replica, std::uint64_t seq, const char* what, Clock::time_point deadline);
-  void leave(int replica, std::uint64_t seq, const char* what, Clock::time_point deadline);
+  // Waits until every replica is done with `seq`.
+  void wait_all_done(int replica, std::uint64_t seq, const char* what, Clock::time_point deadline);
   void check_matching(std::uint64_t seq, const char* what) const;
   [[noreturn]] void throw_aborted(int replica, std::uint64_t seq, const char* what) const;
 
   const int n_;
-  BufferPool buffers_;  // output buffers, recycled between calls
+  BufferPool buffers_;  // shared output buffers, recycled between calls
   std::vector<Slot> slots_;
   SpinPolicy policy_;
-  WaitWord progress_;  // bumped by every arrival, completion and abort
+  WaitWord progress_;  // sleepers wait on it; bumped when someone sleeps
   std::atomic<bool> aborted_{false};
   mutable std::mutex abort_mutex_;
   std::string abort_reason_;  // guarded by abort_mutex_

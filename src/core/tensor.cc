@@ -220,17 +220,17 @@ Tensor allocate_tensor(DType dtype, Shape shape, void** data) {
 }
 
 struct BufferPool::State {
+  std::size_t min_bytes = 0;
+  std::size_t max_free = 0;
   std::mutex mutex;
   std::vector<std::pair<std::size_t, std::byte*>> free;  // (bytes, buffer)
   bool closed = false;
 };
 
-namespace {
-constexpr std::size_t kPooledMinBytes = 64 * 1024;
-constexpr std::size_t kPooledBuffers = 4;
-}  // namespace
-
-BufferPool::BufferPool() : state_(std::make_shared<State>()) {}
+BufferPool::BufferPool(std::size_t min_bytes, std::size_t max_free) : state_(std::make_shared<State>()) {
+  state_->min_bytes = min_bytes;
+  state_->max_free = max_free;
+}
 
 BufferPool::~BufferPool() {
   std::lock_guard<std::mutex> lock(state_->mutex);
@@ -242,14 +242,15 @@ BufferPool::~BufferPool() {
 Tensor BufferPool::allocate(DType dtype, Shape shape, void** data) {
   const std::int64_t n = checked_num_elements(shape);
   const std::size_t bytes = static_cast<std::size_t>(n) * dtype_size(dtype);
-  if (bytes < kPooledMinBytes) return allocate_tensor(dtype, std::move(shape), data);
+  if (bytes < state_->min_bytes) return allocate_tensor(dtype, std::move(shape), data);
   std::byte* p = nullptr;
   {
     std::lock_guard<std::mutex> lock(state_->mutex);
-    for (auto it = state_->free.begin(); it != state_->free.end(); ++it) {
+    // Most recently returned first: its lines are the likeliest to be cached.
+    for (auto it = state_->free.rbegin(); it != state_->free.rend(); ++it) {
       if (it->first == bytes) {
         p = it->second;
-        state_->free.erase(it);
+        state_->free.erase(std::next(it).base());
         break;
       }
     }
@@ -261,7 +262,7 @@ Tensor BufferPool::allocate(DType dtype, Shape shape, void** data) {
     auto* buffer = const_cast<std::byte*>(q);
     {
       std::lock_guard<std::mutex> lock(state->mutex);
-      if (!state->closed && state->free.size() < kPooledBuffers) {
+      if (!state->closed && state->free.size() < state->max_free) {
         state->free.emplace_back(bytes, buffer);
         return;
       }

@@ -73,6 +73,68 @@ class WaitWord {
     return v;
   }
 
+  // Wakes the sleepers of wait_until() after the caller made their
+  // condition true with a sequentially consistent store. Costs one read of a
+  // mostly-shared line when nobody sleeps: no write to a shared line.
+  void notify_if_sleeping() noexcept {
+    if (sleepers_.load(std::memory_order_seq_cst) != 0) {
+      word_.fetch_add(1, std::memory_order_seq_cst);
+      futex_wake();
+    }
+  }
+
+  enum class WaitResult { kReady, kStopped, kTimedOut };
+
+  // Waits until `ready()` (kReady) or `stop()` (kStopped) holds, or
+  // `deadline` passes (kTimedOut). The spin phase polls the conditions
+  // themselves, so a waiter reads only the lines its condition needs; the
+  // sleep phase sleeps on this word. Whoever makes ready() or stop() true
+  // must do so with a sequentially consistent store, then call
+  // notify_if_sleeping() (or notify_add); ready() and stop() must read with
+  // sequentially consistent loads. ready() is checked before stop(): a wait
+  // whose condition already holds succeeds.
+  template <class Ready, class Stop>
+  WaitResult wait_until(const SpinPolicy& policy, std::chrono::steady_clock::time_point deadline, Ready ready,
+                        Stop stop) noexcept(noexcept(ready()) && noexcept(stop())) {
+    if (ready()) return WaitResult::kReady;
+    if (stop()) return WaitResult::kStopped;
+    const auto now = std::chrono::steady_clock::now();
+    const auto spin_end = now + policy.spin_for < deadline ? now + policy.spin_for : deadline;
+    for (unsigned round = 1;; ++round) {
+      if (policy.yield) {
+        std::this_thread::yield();
+      } else {
+        cpu_relax();
+      }
+      if (ready()) return WaitResult::kReady;
+      if ((round % 64) == 0) {
+        if (stop()) return WaitResult::kStopped;
+        if (std::chrono::steady_clock::now() >= spin_end) break;
+      }
+    }
+    // Dekker with notify_if_sleeping() (all four accesses sequentially
+    // consistent): either the notifier sees this sleeper, or this waiter's
+    // next check of ready() sees the notifier's store.
+    sleepers_.fetch_add(1, std::memory_order_seq_cst);
+    WaitResult result = WaitResult::kTimedOut;
+    while (true) {
+      const std::uint32_t seen = word_.load(std::memory_order_seq_cst);
+      if (ready()) {
+        result = WaitResult::kReady;
+        break;
+      }
+      if (stop()) {
+        result = WaitResult::kStopped;
+        break;
+      }
+      const auto left = deadline - std::chrono::steady_clock::now();
+      if (left <= std::chrono::nanoseconds::zero()) break;
+      futex_wait(seen, left);
+    }
+    sleepers_.fetch_sub(1, std::memory_order_relaxed);
+    return result;
+  }
+
   // Returns the first value different from `old`.
   std::uint32_t wait_while_equal(std::uint32_t old, const SpinPolicy& policy) noexcept {
     std::uint32_t v = 0;
@@ -124,9 +186,10 @@ class WaitWord {
 
  private:
   void wake() noexcept {
-    if (sleepers_.load(std::memory_order_seq_cst) != 0) {
-      syscall(SYS_futex, reinterpret_cast<std::uint32_t*>(&word_), FUTEX_WAKE_PRIVATE, INT_MAX, nullptr, nullptr, 0);
-    }
+    if (sleepers_.load(std::memory_order_seq_cst) != 0) futex_wake();
+  }
+  void futex_wake() noexcept {
+    syscall(SYS_futex, reinterpret_cast<std::uint32_t*>(&word_), FUTEX_WAKE_PRIVATE, INT_MAX, nullptr, nullptr, 0);
   }
 
   // Sleeps while the word equals `old`, for at most `left` (at most a second

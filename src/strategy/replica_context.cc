@@ -16,8 +16,7 @@ CrossReplicaScope::~CrossReplicaScope() { pop_mode(); }
 
 namespace {
 
-Clock::time_point deadline_for(const CommunicationOptions& strategy_options, const CommunicationOptions& call) {
-  const CommunicationOptions merged = strategy_options.merge(call);
+Clock::time_point deadline_for(const CommunicationOptions& merged) {
   const double seconds = *merged.timeout_seconds;
   if (!(seconds > 0)) {
     throw InvalidArgumentError("CommunicationOptions: expected timeout_seconds > 0, got " + std::to_string(seconds));
@@ -63,19 +62,30 @@ void require_own_context(const ReplicaContext& ctx, const char* method) {
 }  // namespace
 
 Tensor ReplicaContext::all_reduce(ReduceOp op, const Tensor& value, const CommunicationOptions& options) const {
-  return all_reduce(op, std::vector<Tensor>{value}, options)[0];
+  std::vector<Tensor>* results = all_reduce_into(op, std::span<const Tensor>(&value, 1), options);
+  if (results == nullptr) return value;
+  Tensor out = std::move(results->front());
+  results->clear();
+  return out;
 }
 
 std::vector<Tensor> ReplicaContext::all_reduce(ReduceOp op, const std::vector<Tensor>& values,
                                                const CommunicationOptions& options) const {
+  std::vector<Tensor>* results = all_reduce_into(op, values, options);
+  if (results == nullptr) return values;
+  return std::move(*results);
+}
+
+std::vector<Tensor>* ReplicaContext::all_reduce_into(ReduceOp op, std::span<const Tensor> values,
+                                                     const CommunicationOptions& options) const {
   require_own_context(*this, "all_reduce");
-  const auto deadline = internal::deadline_for(strategy_->communication_options_, options);
-  const std::int64_t bytes_per_pack = strategy_->communication_options_.merge(options).bytes_per_pack;
-  if (bytes_per_pack < 0) {
-    throw InvalidArgumentError("all_reduce: expected bytes_per_pack >= 0, got " + std::to_string(bytes_per_pack));
+  const CommunicationOptions merged = strategy_->communication_options_.merge(options);
+  const auto deadline = internal::deadline_for(merged);
+  if (merged.bytes_per_pack < 0) {
+    throw InvalidArgumentError("all_reduce: expected bytes_per_pack >= 0, got " + std::to_string(merged.bytes_per_pack));
   }
-  if (strategy_->num_replicas_in_sync() == 1) return values;
-  return strategy_->collectives_->all_reduce(replica_id_, op, values, bytes_per_pack, deadline);
+  if (strategy_->num_replicas_in_sync() == 1) return nullptr;  // the inputs are the results
+  return &strategy_->collectives_->all_reduce(replica_id_, op, values, merged.bytes_per_pack, deadline);
 }
 
 Tensor ReplicaContext::all_gather(const Tensor& value, int axis, const CommunicationOptions& options) const {
@@ -85,7 +95,7 @@ Tensor ReplicaContext::all_gather(const Tensor& value, int axis, const Communica
 std::vector<Tensor> ReplicaContext::all_gather(const std::vector<Tensor>& values, int axis,
                                                const CommunicationOptions& options) const {
   require_own_context(*this, "all_gather");
-  const auto deadline = internal::deadline_for(strategy_->communication_options_, options);
+  const auto deadline = internal::deadline_for(strategy_->communication_options_.merge(options));
   if (values.empty()) throw InvalidArgumentError("ReplicaContext::all_gather: expected at least one tensor, got none");
   const int a = internal::normalize_gather_axis(values[0], axis, "ReplicaContext::all_gather");
   for (const Tensor& t : values) internal::normalize_gather_axis(t, axis, "ReplicaContext::all_gather");
@@ -97,7 +107,7 @@ std::shared_ptr<void> ReplicaContext::merge_call_erased(
     std::shared_ptr<const void> args, const char* type_name,
     internal::FunctionRef<std::shared_ptr<void>(std::span<const void* const>)> leader) const {
   require_own_context(*this, "merge_call");
-  const auto deadline = internal::deadline_for(strategy_->communication_options_, {});
+  const auto deadline = internal::deadline_for(strategy_->communication_options_);
   if (strategy_->num_replicas_in_sync() == 1) {
     const void* all[] = {args.get()};
     return leader(all);

@@ -17,6 +17,7 @@
 #include <thread>
 #include <vector>
 
+#include "collectives/collective_group.h"
 #include "distribute/distribute.h"
 #include "testing/strategy_matrix.h"
 
@@ -95,16 +96,33 @@ TEST_P(CollectivesTest, AllReduceOfAListLikeTheDocstring) {
   }
 }
 
-TEST_P(CollectivesTest, ResultsOfOneAllReduceShareOneBuffer) {
-  auto out = strategy().run([] { return ctx().all_reduce(ReduceOp::SUM, Tensor{1.f, 2.f, 3.f}); });
-  auto lists = strategy().run(
-      [] { return ctx().all_reduce(ReduceOp::SUM, std::vector<Tensor>{Tensor{1.f}, Tensor{2.f, 3.f}}); });
-  for (int r = 1; r < n(); ++r) {
+TEST_P(CollectivesTest, ResultsOfOneLargeAllReduceShareOneBuffer) {
+  // From kSplitBytes up the replicas reduce shares of one output buffer,
+  // which every replica's result is; below, each replica reduces on its own.
+  constexpr std::int64_t kLarge = internal::CollectiveGroup::kSplitBytes / sizeof(float);
+  const Tensor big(std::vector<float>(static_cast<std::size_t>(kLarge), 1.5f), Shape{kLarge});
+  auto out = strategy().run([&] { return ctx().all_reduce(ReduceOp::SUM, big); });
+  auto lists = strategy().run([&] {
+    return ctx().all_reduce(ReduceOp::SUM, std::vector<Tensor>{Tensor{1.f}, big, Tensor{2.f, 3.f}});
+  });
+  auto small = strategy().run([] { return ctx().all_reduce(ReduceOp::SUM, Tensor{1.f, 2.f, 3.f}); });
+  const auto N = static_cast<float>(n());
+  for (int r = 0; r < n(); ++r) {
+    ASSERT_EQ(out[r].shape(), Shape{kLarge});
+    EXPECT_EQ(out[r].data<float>()[0], 1.5f * N);
+    EXPECT_EQ(out[r].data<float>()[static_cast<std::size_t>(kLarge - 1)], 1.5f * N);
+    // One pack of the three tensors (bytes_per_pack 0), split: one buffer.
+    ASSERT_EQ(lists[r].size(), 3u);
+    EXPECT_EQ(lists[r][0], Tensor{N});
+    EXPECT_EQ(lists[r][2], (Tensor{2.f * N, 3.f * N}));
+    EXPECT_EQ(lists[r][1].data<float>()[static_cast<std::size_t>(kLarge / 2)], 1.5f * N);
+    EXPECT_EQ(small[r], (Tensor{N, 2.f * N, 3.f * N}));
+    if (r == 0) continue;
     EXPECT_TRUE(out[0].shares_buffer_with(out[r])) << r;
     EXPECT_TRUE(lists[0][0].shares_buffer_with(lists[r][0])) << r;
-    EXPECT_TRUE(lists[0][1].shares_buffer_with(lists[r][1])) << r;
+    EXPECT_TRUE(lists[0][0].shares_buffer_with(lists[r][2])) << r;
+    EXPECT_FALSE(small[0].shares_buffer_with(small[r])) << r;
   }
-  EXPECT_EQ(out[0], (Tensor{static_cast<float>(n()), 2.f * static_cast<float>(n()), 3.f * static_cast<float>(n())}));
 }
 
 TEST_P(CollectivesTest, MixedDtypeListAndSmallPacks) {
