@@ -8,6 +8,7 @@ packages=(
   libgtest-dev libgmock-dev      # tests
   libbenchmark-dev libeigen3-dev # bench/ (Eigen: the MLP step the input benchmark compares against)
   openmpi-bin libopenmpi-dev     # MPI reference benchmark now, MultiWorkerMirroredStrategy later
+  nlohmann-json3-dev             # parses TF_CONFIG (src/cluster/); header-only, build-time only
 )
 
 missing=()
