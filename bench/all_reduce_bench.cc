@@ -1,5 +1,7 @@
 // all_reduce SUM of float32 between in-process replicas, against references
 // measured in the same run:
+//   BM_SpinMeeting        two threads meeting at a spinning barrier (the
+//                         latency floor of a collective between two cores)
 //   BM_Copy/S             one thread copying S bytes (STREAM-like copy)
 //   BM_TwoThreadInPlace/S two threads, each summing its half of two S-byte
 //                         buffers and writing the result into both (the
@@ -65,24 +67,30 @@ void BM_TwoThreadInPlace(benchmark::State& state) {
   state.SetBytesProcessed(static_cast<std::int64_t>(state.iterations()) * state.range(0));
 }
 
+// Two threads meeting at a spinning barrier, one meeting per iteration: the
+// floor of a small all_reduce's latency on this machine, in the same run.
+void BM_SpinMeeting(benchmark::State& state) {
+  distribute::bench::SpinBarrier barrier(2);
+  distribute::bench::meet(state, barrier);
+}
+
 void BM_AllReduce(benchmark::State& state) {
   const auto count = static_cast<std::int64_t>(state.range(0)) / static_cast<std::int64_t>(sizeof(float));
   const int n = static_cast<int>(state.range(1));
   dist::MirroredStrategy strategy(cpus(n));
-  std::vector<dist::Tensor> inputs;
-  for (int r = 0; r < n; ++r) {
-    inputs.emplace_back(std::vector<float>(static_cast<std::size_t>(count), static_cast<float>(r + 1)), dist::Shape{count});
-  }
-  const dist::PerReplica<dist::Tensor> per_replica(inputs);
   const float expected = static_cast<float>(n * (n + 1) / 2);
   // Run the timed loop inside one run() so that each iteration is one
   // all_reduce (replica 0 drives the benchmark loop, the others follow the
   // same count).
   const auto iterations = state.max_iterations;
   bool first = true;
-  strategy.run(
-      [&](const dist::Tensor& x) {
+  strategy.run([&] {
         dist::ReplicaContext* ctx = dist::get_replica_context();
+        // Each replica makes its own input, as it computes its own gradients
+        // (on its thread, in its allocator arena).
+        const dist::Tensor x(
+            std::vector<float>(static_cast<std::size_t>(count), static_cast<float>(ctx->replica_id_in_sync_group() + 1)),
+            dist::Shape{count});
         // Warm-up, untimed: the first calls of a fresh strategy fault in the
         // pages of its pooled output buffers, which a training loop pays once.
         for (int i = 0; i < kWarmup; ++i) ctx->all_reduce(dist::ReduceOp::SUM, x);
@@ -97,8 +105,7 @@ void BM_AllReduce(benchmark::State& state) {
         } else {
           for (benchmark::IterationCount i = 0; i < iterations; ++i) ctx->all_reduce(dist::ReduceOp::SUM, x);
         }
-      },
-      per_replica);
+      });
   state.SetBytesProcessed(static_cast<std::int64_t>(state.iterations()) * state.range(0));
 }
 
@@ -111,6 +118,7 @@ void sizes_replicas(benchmark::internal::Benchmark* b) {
   }
 }
 
+BENCHMARK(BM_SpinMeeting)->UseRealTime();
 BENCHMARK(BM_Copy)->Apply(sizes)->UseRealTime();
 BENCHMARK(BM_TwoThreadInPlace)->Apply(sizes)->UseRealTime();
 BENCHMARK(BM_AllReduce)->Apply(sizes_replicas)->UseRealTime();

@@ -1,7 +1,11 @@
 // Helpers shared by the benchmark programs.
 #pragma once
 
+#include <benchmark/benchmark.h>
+
+#include <atomic>
 #include <string>
+#include <thread>
 #include <vector>
 
 namespace distribute::bench {
@@ -11,6 +15,43 @@ inline std::vector<std::string> cpus(int n) {
   std::vector<std::string> devices;
   for (int i = 0; i < n; ++i) devices.push_back("CPU:" + std::to_string(i));
   return devices;
+}
+
+// Threads meeting by spinning: the latency floor of any collective between
+// two cores (one cache-line hand-off each way).
+class SpinBarrier {
+ public:
+  explicit SpinBarrier(int n) : n_(n) {}
+  void arrive_and_wait() {
+    const int phase = phase_.load(std::memory_order_acquire);
+    if (count_.fetch_add(1, std::memory_order_acq_rel) + 1 == n_) {
+      count_.store(0, std::memory_order_relaxed);
+      phase_.store(phase + 1, std::memory_order_release);
+    } else {
+      while (phase_.load(std::memory_order_acquire) == phase) {
+#if defined(__x86_64__)
+        __builtin_ia32_pause();
+#endif
+      }
+    }
+  }
+
+ private:
+  const int n_;
+  alignas(64) std::atomic<int> count_{0};
+  alignas(64) std::atomic<int> phase_{0};
+};
+
+// One iteration = one meeting of the benchmark thread and a partner thread
+// at `barrier` (the partner arrives exactly as many times).
+template <class Barrier>
+void meet(benchmark::State& state, Barrier& barrier) {
+  const auto meetings = state.max_iterations;
+  std::thread partner([&] {
+    for (benchmark::IterationCount i = 0; i < meetings; ++i) barrier.arrive_and_wait();
+  });
+  for (auto _ : state) barrier.arrive_and_wait();
+  partner.join();
 }
 
 }  // namespace distribute::bench

@@ -27,6 +27,8 @@ namespace {
 namespace dist = distribute;
 
 using distribute::bench::cpus;
+using distribute::bench::meet;
+using distribute::bench::SpinBarrier;
 
 void BM_Run(benchmark::State& state) {
   const int n = static_cast<int>(state.range(0));
@@ -48,41 +50,6 @@ void BM_RunVoid(benchmark::State& state) {
   if (calls.load() != static_cast<long>(state.iterations()) * n) throw std::logic_error("lost replica calls");
 }
 BENCHMARK(BM_RunVoid)->Arg(2)->Arg(4)->UseRealTime();
-
-class SpinBarrier {
- public:
-  explicit SpinBarrier(int n) : n_(n) {}
-  void arrive_and_wait() {
-    const int phase = phase_.load(std::memory_order_acquire);
-    if (count_.fetch_add(1, std::memory_order_acq_rel) + 1 == n_) {
-      count_.store(0, std::memory_order_relaxed);
-      phase_.store(phase + 1, std::memory_order_release);
-    } else {
-      while (phase_.load(std::memory_order_acquire) == phase) {
-#if defined(__x86_64__)
-        __builtin_ia32_pause();
-#endif
-      }
-    }
-  }
-
- private:
-  const int n_;
-  alignas(64) std::atomic<int> count_{0};
-  alignas(64) std::atomic<int> phase_{0};
-};
-
-// One iteration = one meeting of the benchmark thread and a partner thread
-// at `barrier` (the partner arrives exactly as many times).
-template <class Barrier>
-void meet(benchmark::State& state, Barrier& barrier) {
-  const auto meetings = state.max_iterations;
-  std::thread partner([&] {
-    for (benchmark::IterationCount i = 0; i < meetings; ++i) barrier.arrive_and_wait();
-  });
-  for (auto _ : state) barrier.arrive_and_wait();
-  partner.join();
-}
 
 void BM_StdBarrier(benchmark::State& state) {
   std::barrier<> barrier(2);

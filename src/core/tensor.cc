@@ -30,16 +30,19 @@ std::align_val_t alignment_for(std::size_t bytes) {
   return std::align_val_t{bytes >= kHugeFromBytes ? kHugePage : kAlignment};
 }
 
-// At least one byte, so that every tensor has a distinct buffer.
+// At least one byte, so that every tensor has a distinct buffer; rounded up
+// to whole cache lines, so that no other allocation shares a line with the
+// buffer (a tensor one thread reads must not sit next to data another thread
+// writes).
 std::byte* allocate_bytes(std::size_t bytes) {
-  bytes = std::max<std::size_t>(bytes, 1);
+  bytes = (std::max<std::size_t>(bytes, 1) + kAlignment - 1) / kAlignment * kAlignment;
   auto* p = static_cast<std::byte*>(::operator new(bytes, alignment_for(bytes)));
   if (bytes >= kHugeFromBytes) madvise(p, bytes / kHugePage * kHugePage, MADV_HUGEPAGE);  // a hint only
   return p;
 }
 
 void free_bytes(std::byte* p, std::size_t bytes) {
-  ::operator delete(p, alignment_for(std::max<std::size_t>(bytes, 1)));
+  ::operator delete(p, alignment_for(std::max<std::size_t>(bytes, 1)));  // the threshold is a multiple of a line
 }
 
 std::shared_ptr<const std::byte> allocate_storage(std::size_t bytes) {
@@ -239,7 +242,8 @@ Tensor allocate_tensor(DType dtype, Shape shape, void** data) {
   return Tensor(std::move(storage), 0, std::move(shape), dtype);
 }
 
-struct BufferPool::State {
+// Aligned to a cache line: pools of different threads never share one.
+struct alignas(64) BufferPool::State {
   std::size_t min_bytes = 0;
   std::size_t max_free = 0;
   std::mutex mutex;

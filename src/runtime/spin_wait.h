@@ -98,8 +98,9 @@ class WaitWord {
                         Stop stop) noexcept(noexcept(ready()) && noexcept(stop())) {
     if (ready()) return WaitResult::kReady;
     if (stop()) return WaitResult::kStopped;
-    const auto now = std::chrono::steady_clock::now();
-    const auto spin_end = now + policy.spin_for < deadline ? now + policy.spin_for : deadline;
+    // The clock is first read after 64 rounds: most waits end before that,
+    // and a clock read costs more than a round on a virtual machine.
+    std::chrono::steady_clock::time_point spin_end{};
     for (unsigned round = 1;; ++round) {
       if (policy.yield) {
         std::this_thread::yield();
@@ -109,7 +110,12 @@ class WaitWord {
       if (ready()) return WaitResult::kReady;
       if ((round % 64) == 0) {
         if (stop()) return WaitResult::kStopped;
-        if (std::chrono::steady_clock::now() >= spin_end) break;
+        const auto now = std::chrono::steady_clock::now();
+        if (round == 64) {
+          spin_end = now + policy.spin_for < deadline ? now + policy.spin_for : deadline;
+        } else if (now >= spin_end) {
+          break;
+        }
       }
     }
     // Dekker with notify_if_sleeping() (all four accesses sequentially
