@@ -53,7 +53,7 @@ class ReplicaContext {
   ReplicaContext& operator=(const ReplicaContext&) = delete;
 
   // This replica's index among all replicas in sync, in [0, num_replicas_in_sync()).
-  int replica_id_in_sync_group() const noexcept { return replica_id_; }
+  int replica_id_in_sync_group() const noexcept;
   int num_replicas_in_sync() const noexcept;
   Strategy& strategy() const noexcept { return *strategy_; }
 

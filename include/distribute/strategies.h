@@ -1,9 +1,12 @@
 // The concrete strategies.
 #pragma once
 
+#include <any>
+#include <optional>
 #include <string>
 #include <vector>
 
+#include "distribute/cluster_resolver.h"
 #include "distribute/strategy.h"
 
 namespace distribute {
@@ -36,6 +39,39 @@ class OneDeviceStrategy : public Strategy {
 // The default strategy: what get_strategy() returns outside any scope. One
 // replica on the calling thread; reduce() returns plain values unchanged. A
 // process-wide singleton, usable from any thread.
+// How a MultiWorkerMirroredStrategy is set up. Every field is optional.
+struct MultiWorkerOptions {
+  // This worker's devices, one replica each (like MirroredStrategy's list);
+  // empty: one replica on "CPU:0". Every worker must have the same number.
+  std::vector<std::string> local_devices;
+  // Collective options; timeout_seconds (default 60) bounds every wait on
+  // another replica or worker.
+  CommunicationOptions communication;
+  // The cluster as TF describes it; unset: TF_CONFIG from the environment,
+  // if set. It must agree with the MPI communicator (size = number of
+  // workers, rank = TF's id_in_cluster).
+  std::optional<TFConfigClusterResolver> cluster_resolver;
+  // An MPI_Comm of the program's (distribute/mpi.h sets it); empty: the
+  // library duplicates MPI_COMM_WORLD, initializing MPI if the program has
+  // not (then it also finalizes MPI at exit).
+  std::any mpi_communicator;
+};
+
+// M worker processes x N local replicas, TF's MultiWorkerMirroredStrategy,
+// over MPI: launch the same program with mpirun (or srun), one process per
+// worker. num_replicas_in_sync() counts every replica of every worker;
+// replica ids are global and worker-major (worker w's local replica r is
+// replica w * N + r); a PerReplica holds the local replicas' values
+// (experimental_local_results). Collectives and reduce() combine the local
+// replicas in shared memory, then the workers over MPI. Needs MPI with
+// MPI_THREAD_SERIALIZED or higher (FailedPreconditionError otherwise); a
+// build without MPI raises UnimplementedError here.
+class MultiWorkerMirroredStrategy : public Strategy {
+ public:
+  MultiWorkerMirroredStrategy();
+  explicit MultiWorkerMirroredStrategy(const MultiWorkerOptions& options);
+};
+
 Strategy& get_default_strategy();
 
 }  // namespace distribute

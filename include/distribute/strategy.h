@@ -44,6 +44,7 @@ class Strategy;
 namespace internal {
 class ReplicaPool;
 class CollectiveGroup;
+class CrossWorker;
 }  // namespace internal
 
 // RAII guard returned by Strategy::scope(): while it lives, its strategy is
@@ -76,9 +77,19 @@ class Strategy {
   Strategy(const Strategy&) = delete;
   Strategy& operator=(const Strategy&) = delete;
 
-  // Number of replicas that run in sync (one per device).
-  int num_replicas_in_sync() const noexcept { return static_cast<int>(devices_.size()); }
-  // The devices of the replicas, in replica order.
+  // Number of replicas that run in sync (one per device; with several
+  // workers, every worker's devices).
+  int num_replicas_in_sync() const noexcept { return num_local_replicas() * num_workers_; }
+  // Replicas of this process (= num_replicas_in_sync() but with several
+  // workers): the values of a PerReplica, the results of run().
+  int num_local_replicas() const noexcept { return static_cast<int>(devices_.size()); }
+  // Worker processes (1 but for MultiWorkerMirroredStrategy), this process's
+  // index among them, and whether it is the chief (TF's is_chief: the one
+  // that writes checkpoints and summaries).
+  int num_workers() const noexcept { return num_workers_; }
+  int worker_index() const noexcept { return worker_index_; }
+  bool is_chief() const noexcept { return is_chief_; }
+  // This process's devices, in local replica order.
   const std::vector<DeviceSpec>& devices() const noexcept { return devices_; }
   // True for the strategy returned by get_strategy() outside any scope.
   bool is_default() const noexcept { return kind_ == Kind::kDefault; }
@@ -180,8 +191,18 @@ class Strategy {
   }
 
  protected:
-  enum class Kind { kDefault, kOneDevice, kMirrored };
-  Strategy(Kind kind, std::vector<DeviceSpec> devices, CommunicationOptions options = {});
+  enum class Kind { kDefault, kOneDevice, kMirrored, kMultiWorker };
+  Strategy(Kind kind, std::vector<DeviceSpec> devices, CommunicationOptions options = {},
+           std::shared_ptr<internal::CrossWorker> cross_worker = nullptr);
+
+  // Cross-replica helpers that reach the other workers (identity with one
+  // worker): the element-wise sum of every worker's `value`, and the chief's
+  // `value` on every worker.
+  Tensor sum_over_workers(const Tensor& value);
+  Tensor broadcast_from_chief(const Tensor& value);
+  // Every worker's `value` joined along `axis` (sizes may differ), in
+  // worker order.
+  Tensor gather_over_workers(const Tensor& value, int axis);
 
  private:
   friend class StrategyScope;
@@ -209,6 +230,11 @@ class Strategy {
   CommunicationOptions communication_options_;
   std::unique_ptr<internal::CollectiveGroup> collectives_;
   std::unique_ptr<internal::ReplicaPool> pool_;
+  // Set for MultiWorkerMirroredStrategy: the exchange with the other workers.
+  std::shared_ptr<internal::CrossWorker> cross_worker_;
+  int num_workers_ = 1;
+  int worker_index_ = 0;
+  bool is_chief_ = true;
 };
 
 namespace internal {

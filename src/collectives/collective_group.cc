@@ -4,6 +4,7 @@
 #include <cstring>
 #include <limits>
 
+#include "collectives/cross_worker_ops.h"
 #include "core/dtype_dispatch.h"
 #include "distribute/errors.h"
 
@@ -69,7 +70,8 @@ const char* kind_name(int kind) {
 
 }  // namespace
 
-CollectiveGroup::CollectiveGroup(int num_replicas) : n_(num_replicas), slots_(static_cast<std::size_t>(num_replicas)) {
+CollectiveGroup::CollectiveGroup(int num_replicas, CrossWorker* cross)
+    : n_(num_replicas), cross_(cross), slots_(static_cast<std::size_t>(num_replicas)) {
   const unsigned cores = std::max(1u, std::thread::hardware_concurrency());
   policy_.yield = static_cast<unsigned>(num_replicas) > cores;
 }
@@ -83,6 +85,7 @@ void CollectiveGroup::reset() {
     s.arrived.store(0);
     s.done.store(0);
     s.ready.store(0);
+    s.crossed.store(0);
     s.finished_before.store(kNever);
     s.next_seq = 1;
   }
@@ -168,6 +171,7 @@ std::uint64_t CollectiveGroup::publish(int replica, FunctionRef<void(Descriptor&
   d.outputs.clear();
   d.merge_result.reset();
   d.merge_error = nullptr;
+  d.cross_error = nullptr;
   fill(d);
   // FNV-1a over everything the replicas must agree on.
   std::uint64_t sig = 14695981039346656037ull;
@@ -219,6 +223,29 @@ void CollectiveGroup::wait_all_done(int replica, std::uint64_t seq, const char* 
     }
     return true;
   });
+}
+
+void CollectiveGroup::cross_workers(int replica, std::uint64_t seq, const char* what, Clock::time_point deadline,
+                                    FunctionRef<void()> combine) {
+  if (replica != 0) {
+    wait(replica, seq, what, deadline, Phase::kFinish, [&] { return slot(0).crossed.load() >= seq; });
+    if (desc(0, seq).cross_error) std::rethrow_exception(desc(0, seq).cross_error);
+    return;
+  }
+  try {
+    combine();
+  } catch (const WorkersMismatchError&) {
+    // Every worker found the same mismatch: every local replica raises it.
+    slot(0).desc[seq & 1].cross_error = std::current_exception();
+    slot(0).crossed.store(seq);
+    progress_.notify_if_sleeping();
+    throw;
+  } catch (...) {
+    abort(0, std::current_exception());
+    throw;
+  }
+  slot(0).crossed.store(seq);
+  progress_.notify_if_sleeping();
 }
 
 void CollectiveGroup::check_matching(std::uint64_t seq, const char* what) const {
@@ -310,7 +337,10 @@ std::vector<Tensor>& CollectiveGroup::all_reduce(int replica, ReduceOp op, std::
   }
   std::size_t split_packs = 0;
   for (Pack& p : plan) {
-    p.split = static_cast<std::size_t>(p.elements) * dtype_size(values[p.first].dtype()) >= kSplitBytes;
+    // With other workers every pack needs the shared buffer that replica 0
+    // exchanges.
+    p.split = cross_ != nullptr ||
+              static_cast<std::size_t>(p.elements) * dtype_size(values[p.first].dtype()) >= kSplitBytes;
     if (p.split) p.output = split_packs++;
     any_split = any_split || p.split;
   }
@@ -333,7 +363,8 @@ std::vector<Tensor>& CollectiveGroup::all_reduce(int replica, ReduceOp op, std::
   std::vector<Tensor>& results = mine.results;
   results.clear();
   const Descriptor& d0 = desc(0, seq);
-  const bool mean = op == ReduceOp::MEAN;
+  // With other workers MEAN divides once every worker's sum is in.
+  const bool mean = op == ReduceOp::MEAN && cross_ == nullptr;
   for (const Pack& pack : plan) {
     const DType dtype = values[pack.first].dtype();
     dispatch_dtype(dtype, [&](auto zero) {
@@ -386,6 +417,21 @@ std::vector<Tensor>& CollectiveGroup::all_reduce(int replica, ReduceOp op, std::
   if (any_split) {
     mark_done(replica, seq);
     wait_all_done(replica, seq, "all_reduce", deadline);
+    if (cross_ != nullptr) {
+      cross_workers(replica, seq, "all_reduce", deadline, [&] {
+        const auto total = static_cast<std::int64_t>(n_) * cross_->num_workers();
+        for (const Tensor& buffer : d0.packs) {
+          Tensor b = buffer;
+          sum_over_workers_in_place(*cross_, "all_reduce", b, deadline, [this] { return aborted_.load(); });
+          if (op != ReduceOp::MEAN) continue;
+          dispatch_dtype(b.dtype(), [&](auto zero) {
+            using T = decltype(zero);
+            T* x = const_cast<T*>(b.template data<T>().data());
+            for (std::size_t i = 0; i < static_cast<std::size_t>(b.num_elements()); ++i) x[i] /= static_cast<T>(total);
+          });
+        }
+      });
+    }
     // Every result of a split pack is a view of the pack's shared buffer.
     for (const Pack& pack : plan) {
       if (!pack.split) continue;
@@ -450,6 +496,14 @@ std::vector<Tensor> CollectiveGroup::all_gather(int replica, const std::vector<T
   }
   mark_done(replica, seq);
   wait_all_done(replica, seq, "all_gather", deadline);
+  if (cross_ != nullptr) {
+    cross_workers(replica, seq, "all_gather", deadline, [&] {
+      Descriptor& d0 = slot(0).desc[seq & 1];
+      for (Tensor& out : d0.outputs) {
+        out = gather_over_workers(*cross_, "all_gather", out, axis, deadline, [this] { return aborted_.load(); });
+      }
+    });
+  }
   return outputs;
 }
 

@@ -61,6 +61,7 @@
 #include "distribute/tensor.h"
 #include "distribute/types.h"
 #include "runtime/spin_wait.h"
+#include "transport/cross_worker.h"
 
 namespace distribute::internal {
 
@@ -71,7 +72,12 @@ class CollectiveGroup {
   // Packs smaller than this are reduced by every replica on its own.
   static constexpr std::size_t kSplitBytes = 64 * 1024;
 
-  explicit CollectiveGroup(int num_replicas);
+  // `cross`: the channel to the other workers of a multi-worker strategy
+  // (outlives the group), or nullptr. With it, every all_reduce pack and
+  // all_gather output is first combined over the local replicas as above,
+  // then replica 0 combines it with the other workers' and announces the
+  // result through its `crossed` word; the local replicas wait for that.
+  explicit CollectiveGroup(int num_replicas, CrossWorker* cross = nullptr);
   CollectiveGroup(const CollectiveGroup&) = delete;
   CollectiveGroup& operator=(const CollectiveGroup&) = delete;
 
@@ -141,6 +147,7 @@ class CollectiveGroup {
     std::vector<Tensor> outputs;         // all_gather: one output per tensor
     std::shared_ptr<void> merge_result;  // merge_call
     std::exception_ptr merge_error;
+    std::exception_ptr cross_error;  // a WorkersMismatchError, raised by every replica
   };
 
   static constexpr std::uint64_t kNever = std::numeric_limits<std::uint64_t>::max();
@@ -154,6 +161,9 @@ class CollectiveGroup {
     // The replica returned from its function before publishing this one.
     std::atomic<std::uint64_t> finished_before{kNever};
     Header header[2];  // collective k uses header[k % 2] and desc[k % 2]
+    // Replica 0, with several workers: the result of this collective combines
+    // every worker's (its own line: polled only in multi-worker runs).
+    alignas(64) std::atomic<std::uint64_t> crossed{0};
     // Touched by the slot's replica only.
     std::uint64_t next_seq = 1;
     std::vector<Pack> plan;
@@ -178,10 +188,16 @@ class CollectiveGroup {
   void meet(int replica, std::uint64_t seq, const char* what, Clock::time_point deadline);
   // Waits until every replica is done with `seq`.
   void wait_all_done(int replica, std::uint64_t seq, const char* what, Clock::time_point deadline);
+  // Multi-worker: replica 0 runs `combine` (the exchange with the other
+  // workers), then announces it; the other replicas wait for that. An
+  // exception from `combine` aborts the group.
+  void cross_workers(int replica, std::uint64_t seq, const char* what, Clock::time_point deadline,
+                     FunctionRef<void()> combine);
   void check_matching(std::uint64_t seq, const char* what) const;
   [[noreturn]] void throw_aborted(int replica, std::uint64_t seq, const char* what) const;
 
   const int n_;
+  CrossWorker* const cross_;
   BufferPool buffers_;  // shared output buffers, recycled between calls
   std::vector<Slot> slots_;
   SpinPolicy policy_;

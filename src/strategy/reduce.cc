@@ -80,7 +80,15 @@ Tensor Strategy::reduce(ReduceOp op, const PerReplica<Tensor>& value, std::optio
                                std::to_string(devices_.size()) + " for " + to_string() + "), got " +
                                std::to_string(value.values().size()) + " values");
   }
-  return reduce_values(op, value.values(), axis);
+  if (num_workers() == 1) return reduce_values(op, value.values(), axis);
+  // Several workers: the local replicas' sum, then the workers' sum; MEAN
+  // divides by the global count.
+  const Tensor total = sum_over_workers(reduce_values(ReduceOp::SUM, value.values(), axis));
+  if (op == ReduceOp::SUM) return total;
+  if (!axis.has_value()) return divide(total, num_replicas_in_sync());
+  std::int64_t local_count = 0;
+  for (const Tensor& v : value.values()) local_count += v.dim(*axis);
+  return divide(total, sum_over_workers(Tensor(local_count)).data<std::int64_t>()[0]);
 }
 
 Tensor Strategy::reduce(ReduceOp op, const Mirrored<Tensor>& value, std::optional<int> axis) {
@@ -94,14 +102,14 @@ Tensor Strategy::reduce(ReduceOp op, const Mirrored<Tensor>& value, std::optiona
 
 Tensor Strategy::reduce(ReduceOp op, const Tensor& value, std::optional<int> axis) {
   require_cross_replica_or_default_context("reduce");
-  if (kind_ != Kind::kMirrored) {
-    // Default and one-device strategies: the value is the single replica's.
+  if (kind_ == Kind::kDefault || kind_ == Kind::kOneDevice) {
+    // The value is the single replica's.
     return reduce_values(op, {value}, axis);
   }
   if (axis.has_value()) {
     // As TF does: every replica reduces the same value, then the results are
     // combined (SUM therefore gives N times the sum).
-    return reduce_values(op, std::vector<Tensor>(devices_.size(), value), axis);
+    return reduce(op, PerReplica<Tensor>(std::vector<Tensor>(devices_.size(), value)), axis);
   }
   if (op == ReduceOp::MEAN || num_replicas_in_sync() == 1) return value;
   throw InvalidArgumentError("A non-DistributedValues value " + value.to_string() +

@@ -4,6 +4,7 @@
 #include <cstring>
 
 #include "collectives/collective_group.h"
+#include "collectives/cross_worker_ops.h"
 #include "distribute/errors.h"
 #include "distribute/strategy.h"
 #include "strategy/context.h"
@@ -117,39 +118,8 @@ std::shared_ptr<void> ReplicaContext::merge_call_erased(
 
 Tensor Strategy::gather(const PerReplica<Tensor>& value, int axis) {
   require_cross_replica_or_default_context("gather");
-  const std::vector<Tensor>& parts = value.values();
-  const int a = internal::normalize_gather_axis(parts[0], axis, "Strategy::gather");
-  Shape shape = parts[0].shape();
-  std::int64_t along = 0;
-  for (std::size_t r = 0; r < parts.size(); ++r) {
-    const Tensor& t = parts[r];
-    bool same = t.dtype() == parts[0].dtype() && t.rank() == parts[0].rank();
-    for (int k = 0; same && k < t.rank(); ++k) same = k == a || t.dim(k) == parts[0].dim(k);
-    if (!same) {
-      throw InvalidArgumentError("Strategy::gather: expected equal dtypes and dimensions except along axis " +
-                                 std::to_string(a) + ", got shape " + shape_string(parts[0].shape()) + " dtype " +
-                                 std::string(dtype_name(parts[0].dtype())) + " on replica 0 and shape " +
-                                 shape_string(t.shape()) + " dtype " + std::string(dtype_name(t.dtype())) +
-                                 " on replica " + std::to_string(r));
-    }
-    along += t.dim(a);
-  }
-  shape[static_cast<std::size_t>(a)] = along;
-  void* data = nullptr;
-  Tensor out = internal::allocate_tensor(parts[0].dtype(), shape, &data);
-  std::size_t outer = 1, inner = dtype_size(out.dtype());
-  for (int k = 0; k < a; ++k) outer *= static_cast<std::size_t>(shape[static_cast<std::size_t>(k)]);
-  for (int k = a + 1; k < out.rank(); ++k) inner *= static_cast<std::size_t>(shape[static_cast<std::size_t>(k)]);
-  std::size_t before = 0;
-  for (const Tensor& t : parts) {
-    const auto rows = static_cast<std::size_t>(t.dim(a));
-    for (std::size_t o = 0; o < outer && rows > 0; ++o) {
-      std::memcpy(static_cast<std::byte*>(data) + (o * static_cast<std::size_t>(along) + before) * inner,
-                  t.bytes().data() + o * rows * inner, rows * inner);
-    }
-    before += rows;
-  }
-  return out;
+  const int a = internal::normalize_gather_axis(value.values()[0], axis, "Strategy::gather");
+  return gather_over_workers(internal::concat_along_axis(value.values(), a, "Strategy::gather", "replica"), a);
 }
 
 Tensor Strategy::gather(const Mirrored<Tensor>& value, int axis) {

@@ -6,6 +6,7 @@
 #include "collectives/collective_group.h"
 #include "runtime/replica_pool.h"
 #include "strategy/context.h"
+#include "transport/cross_worker.h"
 
 namespace distribute {
 namespace {
@@ -40,12 +41,37 @@ class FirstFailure {
   int replica_ = -1;
 };
 
-// Kind is protected in Strategy; its values in order: default, one device, mirrored.
+// Kind is protected in Strategy; its values in order: default, one device,
+// mirrored, multi-worker.
 std::string_view kind_name(int kind) {
   switch (kind) {
     case 0: return "DefaultStrategy";
     case 1: return "OneDeviceStrategy";
-    default: return "MirroredStrategy";
+    case 2: return "MirroredStrategy";
+    default: return "MultiWorkerMirroredStrategy";
+  }
+}
+
+// "replica 3 failed: <what>" for another worker's error message.
+std::string failure_message(int replica, const std::exception_ptr& error) {
+  std::string what;
+  try {
+    std::rethrow_exception(error);
+  } catch (const std::exception& e) {
+    what = e.what();
+  } catch (...) {
+    what = "an exception that is not a std::exception";
+  }
+  return "local replica " + std::to_string(replica) + " failed: " + what;
+}
+
+bool is_workers_mismatch(const std::exception_ptr& error) {
+  try {
+    std::rethrow_exception(error);
+  } catch (const internal::WorkersMismatchError&) {
+    return true;
+  } catch (...) {
+    return false;
   }
 }
 
@@ -53,8 +79,18 @@ std::string_view kind_name(int kind) {
 
 int ReplicaContext::num_replicas_in_sync() const noexcept { return strategy_->num_replicas_in_sync(); }
 
-Strategy::Strategy(Kind kind, std::vector<DeviceSpec> devices, CommunicationOptions options)
-    : kind_(kind), devices_(std::move(devices)), communication_options_(options) {
+int ReplicaContext::replica_id_in_sync_group() const noexcept {
+  return strategy_->worker_index() * strategy_->num_local_replicas() + replica_id_;
+}
+
+Strategy::Strategy(Kind kind, std::vector<DeviceSpec> devices, CommunicationOptions options,
+                   std::shared_ptr<internal::CrossWorker> cross_worker)
+    : kind_(kind), devices_(std::move(devices)), communication_options_(options), cross_worker_(std::move(cross_worker)) {
+  if (cross_worker_ != nullptr) {
+    num_workers_ = cross_worker_->num_workers();
+    worker_index_ = cross_worker_->worker_index();
+    is_chief_ = cross_worker_->is_chief();
+  }
   if (!communication_options_.timeout_seconds.has_value()) communication_options_.timeout_seconds = 60.0;
   if (!(*communication_options_.timeout_seconds > 0)) {
     throw InvalidArgumentError("CommunicationOptions: expected timeout_seconds > 0, got " +
@@ -81,8 +117,8 @@ Strategy::Strategy(Kind kind, std::vector<DeviceSpec> devices, CommunicationOpti
   for (std::size_t r = 0; r < devices_.size(); ++r) {
     replica_contexts_.push_back(std::unique_ptr<ReplicaContext>(new ReplicaContext(*this, static_cast<int>(r))));
   }
-  collectives_ = std::make_unique<internal::CollectiveGroup>(num_replicas_in_sync());
-  pool_ = std::make_unique<internal::ReplicaPool>(num_replicas_in_sync(), "replica-");
+  collectives_ = std::make_unique<internal::CollectiveGroup>(num_local_replicas(), cross_worker_.get());
+  pool_ = std::make_unique<internal::ReplicaPool>(num_local_replicas(), "replica-");
 }
 
 Strategy::~Strategy() = default;
@@ -150,6 +186,11 @@ void Strategy::run_replicas(internal::FunctionRef<void(int)> body) {
     } catch (...) {
       std::exception_ptr error = std::current_exception();
       failure.record(r, error);
+      // Tells the other workers at once (their waits raise UnavailableError).
+      // (Not a mismatch every worker found: they all raise it themselves.)
+      if (cross_worker_ != nullptr && !is_workers_mismatch(error)) {
+        cross_worker_->report_failure(failure_message(r, error));
+      }
       // Releases the replicas waiting for this one in a collective.
       collectives_->abort(r, std::move(error));
     }

@@ -50,12 +50,13 @@ Variable::Variable(Tensor initial_value, VariableOptions options) : state_(std::
   const internal::ThreadMode* mode = internal::current_mode();
   Strategy* strategy = nullptr;
   if (mode != nullptr && mode->replica != nullptr) {
-    if (mode->strategy->kind_ == Strategy::Kind::kMirrored) {
+    if (mode->strategy->kind_ == Strategy::Kind::kMirrored || mode->strategy->kind_ == Strategy::Kind::kMultiWorker) {
       throw FailedPreconditionError("Variable " + quoted(s.name) + ": cannot create a variable inside a replica "
                                     "function of " + mode->strategy->to_string() +
                                     "; create it in strategy.scope() outside run");
     }
-  } else if (mode != nullptr && mode->strategy->kind_ == Strategy::Kind::kMirrored) {
+  } else if (mode != nullptr && (mode->strategy->kind_ == Strategy::Kind::kMirrored ||
+                                 mode->strategy->kind_ == Strategy::Kind::kMultiWorker)) {
     strategy = mode->strategy;
   }
   if (strategy != nullptr && options.synchronization == VariableSynchronization::NONE) {
@@ -75,8 +76,10 @@ Variable::Variable(Tensor initial_value, VariableOptions options) : state_(std::
   s.shape = initial_value.shape();
   // Every component starts from the same value (one shared buffer until the
   // first update: Tensors are immutable).
-  const int n = strategy != nullptr ? strategy->num_replicas_in_sync() : 1;
-  s.components.assign(static_cast<std::size_t>(n), initial_value);
+  const int n = strategy != nullptr ? strategy->num_local_replicas() : 1;
+  // With several workers every worker starts from the chief's value.
+  s.components.assign(static_cast<std::size_t>(n),
+                      strategy != nullptr ? strategy->broadcast_from_chief(initial_value) : initial_value);
 }
 
 const std::string& Variable::name() const noexcept { return state_->name; }
@@ -105,7 +108,8 @@ int local_replica(const Variable& v, Strategy* strategy) {
     throw FailedPreconditionError("Variable '" + v.name() + "' belongs to " + strategy->to_string() +
                                   " but is used in a replica function of " + mode->replica->strategy().to_string());
   }
-  return mode->replica->replica_id_in_sync_group();
+  // Components are this process's replicas: the local index.
+  return mode->replica->replica_id_in_sync_group() - strategy->worker_index() * strategy->num_local_replicas();
 }
 
 }  // namespace
@@ -117,12 +121,16 @@ Tensor Variable::value() const {
   if (r >= 0) return s.components[static_cast<std::size_t>(r)];
   if (s.synchronization == VariableSynchronization::ON_WRITE) return s.components[0];
   switch (s.aggregation) {
-    case VariableAggregation::ONLY_FIRST_REPLICA: return s.components[0];
+    // With several workers these reads are collectives: every worker reads.
+    case VariableAggregation::ONLY_FIRST_REPLICA: return s.strategy->broadcast_from_chief(s.components[0]);
     case VariableAggregation::SUM:
     case VariableAggregation::MEAN: {
       Tensor total = s.components[0];
       for (std::size_t i = 1; i < s.components.size(); ++i) total = total + s.components[i];
-      if (s.aggregation == VariableAggregation::MEAN) total = total / static_cast<double>(s.components.size());
+      total = s.strategy->sum_over_workers(total);
+      if (s.aggregation == VariableAggregation::MEAN) {
+        total = total / static_cast<double>(s.strategy->num_replicas_in_sync());
+      }
       return total;
     }
     case VariableAggregation::NONE: break;
@@ -193,8 +201,10 @@ Tensor Variable::update(Update kind, const Tensor& value) {
   const VariableAggregation aggregation = s.aggregation;
   internal::current_mode()->replica->merge_call(
       [&s, &apply, aggregation](Strategy& strategy, const PerReplica<Tensor>& values) {
+        // (The first replica is worker 0's: with several workers its value
+        // comes from there.)
         const Tensor combined = aggregation == VariableAggregation::ONLY_FIRST_REPLICA
-                                    ? values[0]
+                                    ? strategy.broadcast_from_chief(values[0])
                                     : strategy.reduce(aggregation == VariableAggregation::SUM ? ReduceOp::SUM
                                                                                                : ReduceOp::MEAN,
                                                       values);

@@ -1,0 +1,70 @@
+// MultiWorkerMirroredStrategy and the strategy's calls that reach the other
+// workers.
+#include <chrono>
+
+#include "collectives/cross_worker_ops.h"
+#include "distribute/strategies.h"
+#include "transport/cross_worker.h"
+
+namespace distribute {
+namespace {
+
+std::vector<DeviceSpec> local_devices(const MultiWorkerOptions& options) {
+  if (options.local_devices.empty()) return {{"CPU", 0}};
+  std::vector<DeviceSpec> devices;
+  for (const std::string& name : options.local_devices) devices.push_back(parse_device(name));
+  return devices;
+}
+
+}  // namespace
+
+MultiWorkerMirroredStrategy::MultiWorkerMirroredStrategy() : MultiWorkerMirroredStrategy(MultiWorkerOptions{}) {}
+
+MultiWorkerMirroredStrategy::MultiWorkerMirroredStrategy(const MultiWorkerOptions& options)
+    : Strategy(Kind::kMultiWorker, local_devices(options), options.communication,
+               internal::make_mpi_cross_worker(options)) {
+  // Every worker must run as many replicas (TF: "tf.distribute expects every
+  // worker to have the same number of replicas"); every worker checks.
+  const Tensor counts = gather_over_workers(Tensor{static_cast<std::int64_t>(num_local_replicas())}, 0);
+  for (int w = 0; w < num_workers(); ++w) {
+    const std::int64_t c = counts.data<std::int64_t>()[static_cast<std::size_t>(w)];
+    if (c != num_local_replicas()) {
+      throw InvalidArgumentError("MultiWorkerMirroredStrategy: expected every worker to have the same number of "
+                                 "local replicas, got " + std::to_string(num_local_replicas()) + " on worker " +
+                                 std::to_string(worker_index()) + " and " + std::to_string(c) + " on worker " +
+                                 std::to_string(w));
+    }
+  }
+}
+
+namespace {
+
+internal::CrossWorker::Clock::time_point deadline_of(const CommunicationOptions& options) {
+  return internal::CrossWorker::Clock::now() +
+         std::chrono::duration_cast<internal::CrossWorker::Clock::duration>(
+             std::chrono::duration<double>(*options.timeout_seconds));
+}
+
+// Cross-replica calls have no local replicas to be cancelled by.
+constexpr auto never = [] { return false; };
+
+}  // namespace
+
+Tensor Strategy::sum_over_workers(const Tensor& value) {
+  if (cross_worker_ == nullptr) return value;
+  return internal::sum_over_workers(*cross_worker_, "reduce", value, deadline_of(communication_options_), never);
+}
+
+Tensor Strategy::broadcast_from_chief(const Tensor& value) {
+  if (cross_worker_ == nullptr) return value;
+  return internal::broadcast_from_worker0(*cross_worker_, "broadcast from the chief", value,
+                                          deadline_of(communication_options_), never);
+}
+
+Tensor Strategy::gather_over_workers(const Tensor& value, int axis) {
+  if (cross_worker_ == nullptr) return value;
+  return internal::gather_over_workers(*cross_worker_, "gather", value, axis, deadline_of(communication_options_),
+                                       never);
+}
+
+}  // namespace distribute

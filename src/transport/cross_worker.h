@@ -1,0 +1,76 @@
+// CrossWorker: the exchange between the worker processes of a
+// MultiWorkerMirroredStrategy (one per worker, used by the worker's local
+// replica 0 and by cross-replica calls). The MPI implementation is in
+// mpi_cross_worker.cc; a build without MPI gets a factory that raises.
+//
+// Contract of every collective here:
+//   - every worker calls the same collectives in the same order; each first
+//     exchanges a small header (sequence number, kind, dtype, sizes) with
+//     every peer, so that mismatched calls raise the same
+//     WorkersMismatchError on every worker instead of corrupting memory;
+//   - results are bitwise the same on every worker and on every run (sums
+//     are taken in worker order);
+//   - a wait ends by its deadline (DeadlineExceededError naming the workers
+//     not heard from), when `cancelled()` holds (CancelledError), or when a
+//     peer reports a failure (UnavailableError naming the peer and its
+//     message); after any of these the channel is broken: later calls raise
+//     FailedPreconditionError, and the process ends the MPI job with a
+//     non-zero status at exit instead of finalizing (operations left in
+//     flight cannot be completed).
+#pragma once
+
+#include <chrono>
+#include <cstddef>
+#include <cstdint>
+#include <memory>
+#include <span>
+#include <string>
+#include <vector>
+
+#include "distribute/errors.h"
+#include "distribute/internal/function_ref.h"
+#include "distribute/types.h"
+
+namespace distribute {
+struct MultiWorkerOptions;
+namespace internal {
+
+// Mismatched calls found in the header exchange: every worker raises it at
+// the same collective and the channel stays in step, so it is not a failure
+// to report to the other workers.
+class WorkersMismatchError : public InvalidArgumentError {
+ public:
+  using InvalidArgumentError::InvalidArgumentError;
+};
+
+class CrossWorker {
+ public:
+  using Clock = std::chrono::steady_clock;
+
+  virtual ~CrossWorker() = default;
+
+  virtual int num_workers() const = 0;
+  virtual int worker_index() const = 0;
+  virtual bool is_chief() const = 0;
+
+  // In-place SUM over the workers of `count` elements of `dtype` at `data`.
+  virtual void all_reduce_sum(const char* what, DType dtype, void* data, std::size_t count,
+                              Clock::time_point deadline, FunctionRef<bool()> cancelled) = 0;
+  // Every worker's bytes, in worker order (sizes may differ).
+  virtual std::vector<std::vector<std::byte>> all_gather(const char* what, std::span<const std::byte> mine,
+                                                         Clock::time_point deadline,
+                                                         FunctionRef<bool()> cancelled) = 0;
+  // Worker `root`'s `bytes` bytes at `data` copied to every worker's `data`.
+  virtual void broadcast(const char* what, void* data, std::size_t bytes, int root, Clock::time_point deadline,
+                         FunctionRef<bool()> cancelled) = 0;
+  // Tells every peer that this worker failed (their waits raise
+  // UnavailableError with `message`), and breaks the channel. Never throws.
+  virtual void report_failure(const std::string& message) noexcept = 0;
+};
+
+// The MPI channel for MultiWorkerMirroredStrategy (initializes MPI when the
+// program has not). Raises UnimplementedError when built without MPI.
+std::shared_ptr<CrossWorker> make_mpi_cross_worker(const MultiWorkerOptions& options);
+
+}  // namespace internal
+}  // namespace distribute

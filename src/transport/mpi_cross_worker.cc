@@ -1,0 +1,492 @@
+// CrossWorker over MPI: point-to-point messages on a duplicated communicator,
+// nonblocking and polled, so that every wait has a deadline, can be
+// cancelled, and notices a peer's failure report (sent on a second
+// duplicated communicator).
+//
+// Every collective first exchanges a Header with every peer; the payload
+// follows on another tag (messages between two ranks on one communicator and
+// tag arrive in order). Algorithms, M workers, S bytes:
+//   - all_reduce below kDirectBytes: every worker sends its buffer to every
+//     peer and sums the M buffers in worker order (one round);
+//   - all_reduce from kDirectBytes: reduce-scatter (worker w sums chunk w of
+//     every buffer, in worker order) then all-gather of the chunks, by direct
+//     exchange: 2 S (M-1)/M bytes sent per worker, as a ring would;
+//   - all_gather: every worker sends its bytes to every peer;
+//   - broadcast: the root sends to every peer.
+// MPI calls are serialized by one mutex (MPI_THREAD_SERIALIZED suffices): a
+// failure report from another replica thread interleaves with the polls.
+#include <mpi.h>
+
+#include <algorithm>
+#include <cstring>
+#include <mutex>
+#include <string>
+#include <thread>
+
+#include "core/dtype_dispatch.h"
+#include "distribute/errors.h"
+#include "distribute/strategies.h"
+#include "runtime/spin_wait.h"
+#include "transport/cross_worker.h"
+
+namespace distribute::internal {
+namespace {
+
+constexpr int kHeaderTag = 101;
+constexpr int kDataTag = 102;
+constexpr int kFailureTag = 103;
+constexpr std::size_t kDirectBytes = 256 * 1024;
+
+enum class Op : std::uint32_t { kAllReduce = 1, kAllGather = 2, kBroadcast = 3 };
+
+const char* op_name(std::uint32_t op) {
+  switch (op) {
+    case 1: return "all_reduce";
+    case 2: return "all_gather";
+    case 3: return "broadcast";
+    default: return "an unknown collective";
+  }
+}
+
+struct Header {
+  std::uint64_t seq = 0;
+  std::uint32_t op = 0;
+  std::uint32_t dtype = 0;
+  std::uint64_t count = 0;  // all_reduce: elements; all_gather: this worker's bytes; broadcast: bytes
+  std::int64_t root = -1;   // broadcast
+};
+
+std::string mpi_error(int code) {
+  char text[MPI_MAX_ERROR_STRING];
+  int length = 0;
+  MPI_Error_string(code, text, &length);
+  return std::string(text, static_cast<std::size_t>(length));
+}
+
+void check_mpi(int code, const char* call) {
+  if (code != MPI_SUCCESS) throw InternalError(std::string(call) + " failed: " + mpi_error(code));
+}
+
+std::string list(const std::vector<int>& ids) {
+  std::string s = "[";
+  for (std::size_t i = 0; i < ids.size(); ++i) s += (i > 0 ? ", " : "") + std::to_string(ids[i]);
+  return s + "]";
+}
+
+// MPI for the whole process: initialized by the first strategy when the
+// program has not, finalized at exit by whoever initialized it, or the job
+// aborted (non-zero status) when a channel broke.
+class MpiProcess {
+ public:
+  static MpiProcess& get() {
+    static MpiProcess process;
+    return process;
+  }
+  std::mutex& mutex() { return mutex_; }
+  void mark_broken() { broken_ = true; }
+
+ private:
+  MpiProcess() {
+    int initialized = 0;
+    MPI_Initialized(&initialized);
+    int provided = 0;
+    if (initialized == 0) {
+      check_mpi(MPI_Init_thread(nullptr, nullptr, MPI_THREAD_SERIALIZED, &provided), "MPI_Init_thread");
+      owner_ = true;
+    } else {
+      MPI_Query_thread(&provided);
+    }
+    if (provided < MPI_THREAD_SERIALIZED) {
+      throw FailedPreconditionError(
+          "MultiWorkerMirroredStrategy: expected MPI initialized with MPI_THREAD_SERIALIZED or MPI_THREAD_MULTIPLE "
+          "(replica threads other than the main one call MPI), got thread level " + std::to_string(provided) +
+          "; initialize MPI with MPI_Init_thread(..., MPI_THREAD_SERIALIZED, ...) or let the strategy initialize it");
+    }
+  }
+  ~MpiProcess() {
+    int finalized = 0;
+    MPI_Finalized(&finalized);
+    if (finalized != 0) return;
+    // Operations abandoned by a broken channel cannot complete: finalizing
+    // could hang, so the job ends with an error status instead.
+    if (broken_) MPI_Abort(MPI_COMM_WORLD, 1);
+    if (owner_) MPI_Finalize();
+  }
+
+  std::mutex mutex_;
+  bool owner_ = false;
+  bool broken_ = false;
+};
+
+class MpiCrossWorker final : public CrossWorker {
+ public:
+  MpiCrossWorker(MPI_Comm base, const MultiWorkerOptions& options) : process_(MpiProcess::get()) {
+    std::lock_guard<std::mutex> lock(process_.mutex());
+    check_mpi(MPI_Comm_dup(base, &data_), "MPI_Comm_dup");
+    check_mpi(MPI_Comm_dup(base, &control_), "MPI_Comm_dup");
+    MPI_Comm_rank(data_, &rank_);
+    MPI_Comm_size(data_, &size_);
+    ClusterEnvironment environment = read_cluster_environment();
+    if (options.cluster_resolver.has_value()) environment.tf_config = options.cluster_resolver;
+    const WorkerPlacement placement = reconcile_cluster(environment, rank_, size_);
+    chief_ = placement.is_chief;
+  }
+
+  ~MpiCrossWorker() override {
+    std::lock_guard<std::mutex> lock(process_.mutex());
+    int finalized = 0;
+    MPI_Finalized(&finalized);
+    if (finalized != 0 || broken_) return;  // a broken channel's requests may still use them
+    MPI_Comm_free(&data_);
+    MPI_Comm_free(&control_);
+  }
+
+  int num_workers() const override { return size_; }
+  int worker_index() const override { return rank_; }
+  bool is_chief() const override { return chief_; }
+
+  void all_reduce_sum(const char* what, DType dtype, void* data, std::size_t count, Clock::time_point deadline,
+                      FunctionRef<bool()> cancelled) override {
+    const std::size_t element = dtype_size(dtype);
+    const std::size_t bytes = count * element;
+    const Header mine{next_seq(what), static_cast<std::uint32_t>(Op::kAllReduce), static_cast<std::uint32_t>(dtype),
+                      count, -1};
+    exchange_headers(what, mine, deadline, cancelled);
+    if (size_ == 1 || count == 0) return;
+    auto* out = static_cast<std::byte*>(data);
+    const auto m = static_cast<std::size_t>(size_);
+    const auto me = static_cast<std::size_t>(rank_);
+    if (bytes < kDirectBytes || count < m) {
+      // One round: everyone's buffer to everyone, then the sum in worker order.
+      scratch_.resize(m * bytes);
+      std::memcpy(scratch_.data() + me * bytes, out, bytes);
+      Requests requests;
+      std::unique_lock<std::mutex> lock(process_.mutex());
+      for (int p = 0; p < size_; ++p) {
+        if (p == rank_) continue;
+        requests.recv(scratch_.data() + static_cast<std::size_t>(p) * bytes, bytes, p, data_);
+        requests.send(out, bytes, p, data_);
+      }
+      lock.unlock();
+      wait(what, mine.seq, requests, deadline, cancelled);
+      sum_in_order(dtype, out, 0, count, [&](std::size_t w) { return scratch_.data() + w * bytes; });
+      return;
+    }
+    // Reduce-scatter: worker w owns elements [w*count/M, (w+1)*count/M).
+    auto first = [&](std::size_t w) { return count * w / m; };
+    const std::size_t my_count = first(me + 1) - first(me);
+    scratch_.resize(m * my_count * element);
+    {
+      Requests requests;
+      std::unique_lock<std::mutex> lock(process_.mutex());
+      for (int p = 0; p < size_; ++p) {
+        if (p == rank_) continue;
+        const auto q = static_cast<std::size_t>(p);
+        requests.recv(scratch_.data() + q * my_count * element, my_count * element, p, data_);
+        requests.send(out + first(q) * element, (first(q + 1) - first(q)) * element, p, data_);
+      }
+      lock.unlock();
+      wait(what, mine.seq, requests, deadline, cancelled);
+    }
+    std::byte* mine_begin = out + first(me) * element;
+    sum_in_order(dtype, mine_begin, 0, my_count, [&](std::size_t w) {
+      return w == me ? mine_begin : scratch_.data() + w * my_count * element;
+    });
+    // All-gather of the reduced chunks, straight into place.
+    Requests requests;
+    std::unique_lock<std::mutex> lock(process_.mutex());
+    for (int p = 0; p < size_; ++p) {
+      if (p == rank_) continue;
+      const auto q = static_cast<std::size_t>(p);
+      requests.recv(out + first(q) * element, (first(q + 1) - first(q)) * element, p, data_);
+      requests.send(mine_begin, my_count * element, p, data_);
+    }
+    lock.unlock();
+    wait(what, mine.seq, requests, deadline, cancelled);
+  }
+
+  std::vector<std::vector<std::byte>> all_gather(const char* what, std::span<const std::byte> mine_bytes,
+                                                 Clock::time_point deadline, FunctionRef<bool()> cancelled) override {
+    const Header mine{next_seq(what), static_cast<std::uint32_t>(Op::kAllGather), 0, mine_bytes.size(), -1};
+    const std::vector<Header> all = exchange_headers(what, mine, deadline, cancelled);
+    std::vector<std::vector<std::byte>> out(static_cast<std::size_t>(size_));
+    Requests requests;
+    std::unique_lock<std::mutex> lock(process_.mutex());
+    for (int p = 0; p < size_; ++p) {
+      auto& dst = out[static_cast<std::size_t>(p)];
+      dst.resize(all[static_cast<std::size_t>(p)].count);
+      if (p == rank_) {
+        std::copy(mine_bytes.begin(), mine_bytes.end(), dst.begin());
+        continue;
+      }
+      requests.recv(dst.data(), dst.size(), p, data_);
+      requests.send(mine_bytes.data(), mine_bytes.size(), p, data_);
+    }
+    lock.unlock();
+    wait(what, mine.seq, requests, deadline, cancelled);
+    return out;
+  }
+
+  void broadcast(const char* what, void* data, std::size_t bytes, int root, Clock::time_point deadline,
+                 FunctionRef<bool()> cancelled) override {
+    const Header mine{next_seq(what), static_cast<std::uint32_t>(Op::kBroadcast), 0, bytes, root};
+    exchange_headers(what, mine, deadline, cancelled);
+    Requests requests;
+    std::unique_lock<std::mutex> lock(process_.mutex());
+    if (rank_ == root) {
+      for (int p = 0; p < size_; ++p) {
+        if (p != rank_) requests.send(data, bytes, p, data_);
+      }
+    } else {
+      requests.recv(data, bytes, root, data_);
+    }
+    lock.unlock();
+    wait(what, mine.seq, requests, deadline, cancelled);
+  }
+
+  void report_failure(const std::string& message) noexcept override {
+    try {
+      std::lock_guard<std::mutex> lock(process_.mutex());
+      if (reported_) return;
+      reported_ = true;
+      failure_text_ = "worker " + std::to_string(rank_) + ": " + message;
+      std::vector<MPI_Request> sends;
+      for (int p = 0; p < size_; ++p) {
+        if (p == rank_) continue;
+        MPI_Request r = MPI_REQUEST_NULL;
+        MPI_Isend(failure_text_.data(), static_cast<int>(failure_text_.size()), MPI_CHAR, p, kFailureTag, control_,
+                  &r);
+        sends.push_back(r);
+      }
+      // Small messages complete at once (eager protocol); give the others a
+      // moment, never block on a dead peer.
+      const auto until = Clock::now() + std::chrono::milliseconds(200);
+      int done = 0;
+      while (!sends.empty() && Clock::now() < until) {
+        MPI_Testall(static_cast<int>(sends.size()), sends.data(), &done, MPI_STATUSES_IGNORE);
+        if (done != 0) break;
+        std::this_thread::yield();
+      }
+      break_channel_locked();
+    } catch (...) {
+      // Reporting is best effort: the deadline still bounds the others' waits.
+    }
+  }
+
+ private:
+  // Requests of one step and the peer each one talks to (posted with the
+  // MPI mutex held).
+  struct Requests {
+    std::vector<MPI_Request> requests;
+    std::vector<int> peers;
+    std::vector<bool> receiving;
+    void recv(void* buffer, std::size_t bytes, int peer, MPI_Comm comm) {
+      add(peer, true);
+      check_mpi(MPI_Irecv(buffer, static_cast<int>(bytes), MPI_BYTE, peer, kDataTag, comm, &requests.back()),
+                "MPI_Irecv");
+    }
+    void send(const void* buffer, std::size_t bytes, int peer, MPI_Comm comm) {
+      add(peer, false);
+      check_mpi(MPI_Isend(buffer, static_cast<int>(bytes), MPI_BYTE, peer, kDataTag, comm, &requests.back()),
+                "MPI_Isend");
+    }
+    void add(int peer, bool is_recv) {
+      requests.push_back(MPI_REQUEST_NULL);
+      peers.push_back(peer);
+      receiving.push_back(is_recv);
+    }
+  };
+
+  std::uint64_t next_seq(const char* what) {
+    std::lock_guard<std::mutex> lock(process_.mutex());
+    if (broken_) {
+      throw FailedPreconditionError(std::string("cross-worker ") + what + " on worker " + std::to_string(rank_) +
+                                    ": the channel between the workers broke earlier (" + broken_reason_ +
+                                    "); a MultiWorkerMirroredStrategy cannot continue after a failed collective");
+    }
+    return ++seq_;
+  }
+
+  // Sends `mine` to every peer, receives theirs, and checks them against
+  // worker 0's (so every worker raises the same error).
+  std::vector<Header> exchange_headers(const char* what, const Header& mine, Clock::time_point deadline,
+                                       FunctionRef<bool()> cancelled) {
+    std::vector<Header> all(static_cast<std::size_t>(size_));
+    all[static_cast<std::size_t>(rank_)] = mine;
+    if (size_ == 1) return all;
+    Requests requests;
+    {
+      std::lock_guard<std::mutex> lock(process_.mutex());
+      for (int p = 0; p < size_; ++p) {
+        if (p == rank_) continue;
+        requests.add(p, true);
+        check_mpi(MPI_Irecv(&all[static_cast<std::size_t>(p)], sizeof(Header), MPI_BYTE, p, kHeaderTag, data_,
+                            &requests.requests.back()),
+                  "MPI_Irecv");
+        requests.add(p, false);
+        check_mpi(MPI_Isend(&mine, sizeof(Header), MPI_BYTE, p, kHeaderTag, data_, &requests.requests.back()),
+                  "MPI_Isend");
+      }
+    }
+    wait(what, mine.seq, requests, deadline, cancelled);
+    const Header& h0 = all[0];
+    for (int p = 1; p < size_; ++p) {
+      const Header& h = all[static_cast<std::size_t>(p)];
+      std::string difference;
+      if (h.seq != h0.seq || h.op != h0.op) {
+        difference = std::string(op_name(h0.op)) + " #" + std::to_string(h0.seq) + " on worker 0 vs " +
+                     op_name(h.op) + " #" + std::to_string(h.seq) + " on worker " + std::to_string(p);
+      } else if (h.op == static_cast<std::uint32_t>(Op::kAllReduce) && (h.dtype != h0.dtype || h.count != h0.count)) {
+        difference = std::to_string(h0.count) + " elements of " +
+                     std::string(dtype_name(static_cast<DType>(h0.dtype))) + " on worker 0 vs " +
+                     std::to_string(h.count) + " elements of " + std::string(dtype_name(static_cast<DType>(h.dtype))) +
+                     " on worker " + std::to_string(p);
+      } else if (h.op == static_cast<std::uint32_t>(Op::kBroadcast) && (h.count != h0.count || h.root != h0.root)) {
+        difference = std::to_string(h0.count) + " bytes from worker " + std::to_string(h0.root) + " on worker 0 vs " +
+                     std::to_string(h.count) + " bytes from worker " + std::to_string(h.root) + " on worker " +
+                     std::to_string(p);
+      }
+      if (!difference.empty()) {
+        throw WorkersMismatchError(std::string("workers made different collective calls at cross-worker ") + what +
+                                   ": " + difference + "; every worker must run the same collectives in the same "
+                                   "order on values of the same shapes");
+      }
+    }
+    return all;
+  }
+
+  // Polls until every request completed. Raises on a peer's failure report,
+  // on cancellation and at the deadline, breaking the channel (the requests
+  // still in flight keep their buffers: see the header).
+  void wait(const char* what, std::uint64_t seq, Requests& requests, Clock::time_point deadline,
+            FunctionRef<bool()> cancelled) {
+    for (unsigned round = 0;; ++round) {
+      {
+        std::lock_guard<std::mutex> lock(process_.mutex());
+        bool all_done = true;
+        for (MPI_Request& r : requests.requests) {
+          if (r == MPI_REQUEST_NULL) continue;
+          int done = 0;
+          check_mpi(MPI_Test(&r, &done, MPI_STATUS_IGNORE), "MPI_Test");
+          all_done = all_done && done != 0;
+        }
+        if (all_done) return;
+        check_failure_reports_locked(what, seq, requests);
+      }
+      if (cancelled()) {
+        abandon(requests, std::string("cancelled: a replica of worker ") + std::to_string(rank_) + " failed");
+        throw CancelledError(std::string("cross-worker ") + what + " #" + std::to_string(seq) + " on worker " +
+                             std::to_string(rank_) + " cancelled: a local replica failed");
+      }
+      if ((round % 64) == 63 && Clock::now() >= deadline) {
+        std::vector<int> waiting;
+        for (std::size_t i = 0; i < requests.requests.size(); ++i) {
+          if (requests.requests[i] != MPI_REQUEST_NULL && requests.receiving[i]) waiting.push_back(requests.peers[i]);
+        }
+        std::sort(waiting.begin(), waiting.end());
+        waiting.erase(std::unique(waiting.begin(), waiting.end()), waiting.end());
+        const std::string msg = std::string("cross-worker ") + what + " #" + std::to_string(seq) +
+                                " exceeded its deadline on worker " + std::to_string(rank_) +
+                                ": nothing received from worker(s) " + list(waiting) +
+                                " (stopped, stuck or gone; timeout_seconds in CommunicationOptions sets the deadline)";
+        abandon(requests, msg);
+        throw DeadlineExceededError(msg);
+      }
+      if (round > 1000) {
+        std::this_thread::yield();  // a long wait leaves the core to the local replicas
+      } else {
+        cpu_relax();
+      }
+    }
+  }
+
+  // Raises UnavailableError when a peer reported a failure.
+  void check_failure_reports_locked(const char* what, std::uint64_t seq, Requests& requests) {
+    int flag = 0;
+    MPI_Status status;
+    MPI_Iprobe(MPI_ANY_SOURCE, kFailureTag, control_, &flag, &status);
+    if (flag == 0) return;
+    int length = 0;
+    MPI_Get_count(&status, MPI_CHAR, &length);
+    std::string text(static_cast<std::size_t>(std::max(length, 0)), '\0');
+    MPI_Recv(text.data(), length, MPI_CHAR, status.MPI_SOURCE, kFailureTag, control_, MPI_STATUS_IGNORE);
+    const std::string msg = std::string("cross-worker ") + what + " #" + std::to_string(seq) + " on worker " +
+                            std::to_string(rank_) + " failed: worker " + std::to_string(status.MPI_SOURCE) +
+                            " reported a failure (" + text + ")";
+    abandon_locked(requests, msg);
+    throw UnavailableError(msg);
+  }
+
+  void abandon(Requests& requests, const std::string& reason) {
+    std::lock_guard<std::mutex> lock(process_.mutex());
+    abandon_locked(requests, reason);
+  }
+
+  // Gives up on a step: pending receives are cancelled (so that nothing is
+  // written into the caller's buffers later), pending sends are left to MPI,
+  // and the channel breaks.
+  void abandon_locked(Requests& requests, const std::string& reason) {
+    for (std::size_t i = 0; i < requests.requests.size(); ++i) {
+      MPI_Request& r = requests.requests[i];
+      if (r == MPI_REQUEST_NULL) continue;
+      if (requests.receiving[i]) MPI_Cancel(&r);
+      MPI_Request_free(&r);
+    }
+    break_channel_locked(reason);
+  }
+
+  void break_channel_locked(const std::string& reason = "") {
+    if (!broken_) broken_reason_ = reason.empty() ? failure_text_ : reason;
+    broken_ = true;
+    process_.mark_broken();
+  }
+
+  // out[i] = the sum over workers w (in order) of source(w)[i].
+  template <class Source>
+  void sum_in_order(DType dtype, std::byte* out, std::size_t begin, std::size_t count, Source source) {
+    const auto m = static_cast<std::size_t>(size_);
+    dispatch_dtype(dtype, [&](auto zero) {
+      using T = decltype(zero);
+      T* o = reinterpret_cast<T*>(out);
+      std::vector<const T*> in(m);
+      for (std::size_t w = 0; w < m; ++w) in[w] = reinterpret_cast<const T*>(source(w));
+      for (std::size_t i = begin; i < begin + count; ++i) {
+        T acc = in[0][i];
+        for (std::size_t w = 1; w < m; ++w) acc += in[w][i];
+        o[i] = acc;
+      }
+    });
+  }
+
+  MpiProcess& process_;
+  MPI_Comm data_ = MPI_COMM_NULL;
+  MPI_Comm control_ = MPI_COMM_NULL;
+  int rank_ = 0;
+  int size_ = 1;
+  bool chief_ = true;
+  std::uint64_t seq_ = 0;
+  std::vector<std::byte> scratch_;
+  bool broken_ = false;
+  bool reported_ = false;
+  std::string broken_reason_;
+  std::string failure_text_;
+};
+
+}  // namespace
+
+std::shared_ptr<CrossWorker> make_mpi_cross_worker(const MultiWorkerOptions& options) {
+  MpiProcess::get();  // initializes MPI (or checks the program's initialization)
+  MPI_Comm base = MPI_COMM_WORLD;
+  if (options.mpi_communicator.has_value()) {
+    const MPI_Comm* comm = std::any_cast<MPI_Comm>(&options.mpi_communicator);
+    if (comm == nullptr) {
+      throw InvalidArgumentError(
+          "MultiWorkerOptions.mpi_communicator: expected an MPI_Comm (set it with distribute::with_communicator from "
+          "distribute/mpi.h), got a value of another type");
+    }
+    base = *comm;
+  }
+  return std::make_shared<MpiCrossWorker>(base, options);
+}
+
+}  // namespace distribute::internal

@@ -1,0 +1,54 @@
+// A 2-worker job in which worker 1 fails in one of three ways before an
+// all_reduce, while worker 0 waits in it (run_fault.sh launches it under
+// mpirun and checks the output, the exit status and the time):
+//   throw  worker 1's replica throws: worker 0 raises UnavailableError naming
+//          worker 1 at once (the failure is reported);
+//   stuck  worker 1 sleeps past the collective timeout (2 s): worker 0 raises
+//          DeadlineExceededError naming worker 1;
+//   kill   worker 1 is killed (SIGKILL): the job ends with a non-zero status
+//          (mpirun, or worker 0's deadline, whichever comes first).
+// Worker 0 prints "worker 0: <ErrorType> after <ms> ms: <message>".
+#include <chrono>
+#include <csignal>
+#include <cstring>
+#include <iostream>
+#include <stdexcept>
+#include <string>
+#include <thread>
+
+#include "distribute/distribute.h"
+
+namespace dist = distribute;
+
+int main(int argc, char** argv) {
+  const std::string mode = argc > 1 ? argv[1] : "";
+  if (mode != "throw" && mode != "stuck" && mode != "kill") {
+    std::cerr << "usage: multi_worker_fault throw|stuck|kill\n";
+    return 2;
+  }
+  dist::MultiWorkerOptions options;
+  options.communication.timeout_seconds = mode == "kill" ? 10.0 : 2.0;
+  dist::MultiWorkerMirroredStrategy strategy(options);
+  // One collective that works, so that both workers are past start-up.
+  strategy.run([] { dist::get_replica_context()->all_reduce(dist::ReduceOp::SUM, dist::Tensor{1.f}); });
+  const int w = strategy.worker_index();
+  const auto start = std::chrono::steady_clock::now();
+  try {
+    strategy.run([&] {
+      if (w == 1) {
+        if (mode == "throw") throw std::runtime_error("boom in the training step");
+        if (mode == "stuck") std::this_thread::sleep_for(std::chrono::seconds(30));
+        if (mode == "kill") std::raise(SIGKILL);
+      }
+      dist::get_replica_context()->all_reduce(dist::ReduceOp::SUM, dist::Tensor{2.f});
+    });
+    std::cout << "worker " << w << ": no error" << std::endl;
+  } catch (const dist::Error& e) {
+    const auto ms = std::chrono::duration_cast<std::chrono::milliseconds>(std::chrono::steady_clock::now() - start);
+    std::cout << "worker " << w << ": " << dist::error_code_name(e.code()) << " after " << ms.count()
+              << " ms: " << e.what() << std::endl;
+  } catch (const std::exception& e) {
+    std::cout << "worker " << w << ": exception: " << e.what() << std::endl;
+  }
+  return 0;
+}
