@@ -399,6 +399,12 @@ std::vector<Tensor>& CollectiveGroup::all_reduce(int replica, ReduceOp op, std::
       const std::size_t begin = total * static_cast<std::size_t>(replica) / static_cast<std::size_t>(n_);
       const std::size_t end = total * static_cast<std::size_t>(replica + 1) / static_cast<std::size_t>(n_);
       T* out = const_cast<T*>(d0.packs[pack.output].template data<T>().data());
+      // One replica's single tensor: the exchange with the other workers
+      // reads the input itself (no local copy).
+      if (cross_ != nullptr && n_ == 1 && pack.last - pack.first == 1) {
+        results.push_back(values[pack.first]);  // placeholder, as below
+        return;
+      }
       std::size_t offset = 0;
       for (std::size_t t = pack.first; t < pack.last && offset < end; ++t) {
         const auto count = static_cast<std::size_t>(values[t].num_elements());
@@ -420,9 +426,13 @@ std::vector<Tensor>& CollectiveGroup::all_reduce(int replica, ReduceOp op, std::
     if (cross_ != nullptr) {
       cross_workers(replica, seq, "all_reduce", deadline, [&] {
         const auto total = static_cast<std::int64_t>(n_) * cross_->num_workers();
-        for (const Tensor& buffer : d0.packs) {
-          Tensor b = buffer;
-          sum_over_workers_in_place(*cross_, "all_reduce", b, deadline, [this] { return aborted_.load(); });
+        for (const Pack& pack : plan) {
+          const Tensor& b = d0.packs[pack.output];
+          const bool direct = n_ == 1 && pack.last - pack.first == 1;
+          auto* data = const_cast<std::byte*>(b.bytes().data());
+          cross_->all_reduce_sum("all_reduce", b.dtype(), direct ? values[pack.first].bytes().data() : data, data,
+                                 static_cast<std::size_t>(b.num_elements()), deadline,
+                                 [this] { return aborted_.load(); });
           if (op != ReduceOp::MEAN) continue;
           dispatch_dtype(b.dtype(), [&](auto zero) {
             using T = decltype(zero);

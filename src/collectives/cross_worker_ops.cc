@@ -30,16 +30,12 @@ std::vector<std::byte> spec_bytes(const Tensor& t) {
 
 }  // namespace
 
-void sum_over_workers_in_place(CrossWorker& cross, const char* what, Tensor& buffer,
-                               CrossWorker::Clock::time_point deadline, FunctionRef<bool()> cancelled) {
-  cross.all_reduce_sum(what, buffer.dtype(), const_cast<std::byte*>(buffer.bytes().data()),
-                       static_cast<std::size_t>(buffer.num_elements()), deadline, cancelled);
-}
-
 Tensor sum_over_workers(CrossWorker& cross, const char* what, const Tensor& value, CrossWorker::Clock::time_point deadline,
                         FunctionRef<bool()> cancelled) {
-  Tensor out = copy_of(value);
-  sum_over_workers_in_place(cross, what, out, deadline, cancelled);
+  void* data = nullptr;
+  Tensor out = allocate_tensor(value.dtype(), value.shape(), &data);
+  cross.all_reduce_sum(what, value.dtype(), value.bytes().data(), data, static_cast<std::size_t>(value.num_elements()),
+                       deadline, cancelled);
   return out;
 }
 

@@ -13,9 +13,6 @@ namespace distribute::internal {
 // every worker), summed in worker order: the same bits on every worker.
 Tensor sum_over_workers(CrossWorker& cross, const char* what, const Tensor& value, CrossWorker::Clock::time_point deadline,
                         FunctionRef<bool()> cancelled);
-// In place, for a buffer nobody else reads yet.
-void sum_over_workers_in_place(CrossWorker& cross, const char* what, Tensor& buffer,
-                               CrossWorker::Clock::time_point deadline, FunctionRef<bool()> cancelled);
 // Every worker's `value` joined along `axis` in worker order; dimensions
 // other than `axis` must match (InvalidArgumentError naming the worker).
 Tensor gather_over_workers(CrossWorker& cross, const char* what, const Tensor& value, int axis,

@@ -53,8 +53,9 @@ class CrossWorker {
   virtual int worker_index() const = 0;
   virtual bool is_chief() const = 0;
 
-  // In-place SUM over the workers of `count` elements of `dtype` at `data`.
-  virtual void all_reduce_sum(const char* what, DType dtype, void* data, std::size_t count,
+  // out = the SUM over the workers of `count` elements of `dtype` at `in`
+  // (`in` may be `out`).
+  virtual void all_reduce_sum(const char* what, DType dtype, const void* in, void* out, std::size_t count,
                               Clock::time_point deadline, FunctionRef<bool()> cancelled) = 0;
   // Every worker's bytes, in worker order (sizes may differ).
   virtual std::vector<std::vector<std::byte>> all_gather(const char* what, std::span<const std::byte> mine,

@@ -145,31 +145,34 @@ class MpiCrossWorker final : public CrossWorker {
   int worker_index() const override { return rank_; }
   bool is_chief() const override { return chief_; }
 
-  void all_reduce_sum(const char* what, DType dtype, void* data, std::size_t count, Clock::time_point deadline,
-                      FunctionRef<bool()> cancelled) override {
+  void all_reduce_sum(const char* what, DType dtype, const void* in_data, void* data, std::size_t count,
+                      Clock::time_point deadline, FunctionRef<bool()> cancelled) override {
     const std::size_t element = dtype_size(dtype);
     const std::size_t bytes = count * element;
     const Header mine{next_seq(what), static_cast<std::uint32_t>(Op::kAllReduce), static_cast<std::uint32_t>(dtype),
                       count, -1};
     exchange_headers(what, mine, deadline, cancelled);
-    if (size_ == 1 || count == 0) return;
     auto* out = static_cast<std::byte*>(data);
+    const auto* in = static_cast<const std::byte*>(in_data);
+    if (size_ == 1 || count == 0) {
+      if (in != out) std::memcpy(out, in, bytes);
+      return;
+    }
     const auto m = static_cast<std::size_t>(size_);
     const auto me = static_cast<std::size_t>(rank_);
     if (bytes < kDirectBytes || count < m) {
       // One round: everyone's buffer to everyone, then the sum in worker order.
       scratch_.resize(m * bytes);
-      std::memcpy(scratch_.data() + me * bytes, out, bytes);
       Requests requests;
       std::unique_lock<std::mutex> lock(process_.mutex());
       for (int p = 0; p < size_; ++p) {
         if (p == rank_) continue;
         requests.recv(scratch_.data() + static_cast<std::size_t>(p) * bytes, bytes, p, data_);
-        requests.send(out, bytes, p, data_);
+        requests.send(in, bytes, p, data_);
       }
       lock.unlock();
       wait(what, mine.seq, requests, deadline, cancelled);
-      sum_in_order(dtype, out, 0, count, [&](std::size_t w) { return scratch_.data() + w * bytes; });
+      sum_in_order(dtype, out, 0, count, [&](std::size_t w) { return w == me ? in : scratch_.data() + w * bytes; });
       return;
     }
     // Reduce-scatter: worker w owns elements [w*count/M, (w+1)*count/M).
@@ -183,14 +186,15 @@ class MpiCrossWorker final : public CrossWorker {
         if (p == rank_) continue;
         const auto q = static_cast<std::size_t>(p);
         requests.recv(scratch_.data() + q * my_count * element, my_count * element, p, data_);
-        requests.send(out + first(q) * element, (first(q + 1) - first(q)) * element, p, data_);
+        requests.send(in + first(q) * element, (first(q + 1) - first(q)) * element, p, data_);
       }
       lock.unlock();
       wait(what, mine.seq, requests, deadline, cancelled);
     }
     std::byte* mine_begin = out + first(me) * element;
+    const std::byte* my_input = in + first(me) * element;
     sum_in_order(dtype, mine_begin, 0, my_count, [&](std::size_t w) {
-      return w == me ? mine_begin : scratch_.data() + w * my_count * element;
+      return w == me ? my_input : scratch_.data() + w * my_count * element;
     });
     // All-gather of the reduced chunks, straight into place.
     Requests requests;
@@ -441,7 +445,8 @@ class MpiCrossWorker final : public CrossWorker {
     process_.mark_broken();
   }
 
-  // out[i] = the sum over workers w (in order) of source(w)[i].
+  // out[i] = the sum over workers w (in order) of source(w)[i] (a source may
+  // be `out` itself: each element is read before it is written).
   template <class Source>
   void sum_in_order(DType dtype, std::byte* out, std::size_t begin, std::size_t count, Source source) {
     const auto m = static_cast<std::size_t>(size_);

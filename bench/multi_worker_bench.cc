@@ -1,0 +1,79 @@
+// Cross-worker all_reduce of MultiWorkerMirroredStrategy (one replica per
+// worker) against raw MPI_Allreduce, measured interleaved in the same
+// processes: for every size, repetitions alternate a batch of
+// MPI_Allreduce(MPI_IN_PLACE, float32 SUM) calls on MPI_COMM_WORLD with a
+// batch of ReplicaContext::all_reduce(SUM) calls, all inside one run(). A
+// batch's time per call is the slowest rank's; the figure is the median over
+// repetitions. Results are checked once per size.
+//
+// Run (bench/run_multi_worker.sh does it):
+//   mpirun -np 2 build/release/bench/multi_worker_bench
+#include <mpi.h>
+
+#include <algorithm>
+#include <cstdio>
+#include <stdexcept>
+#include <vector>
+
+#include "distribute/distribute.h"
+
+namespace {
+
+namespace dist = distribute;
+
+constexpr int kRepetitions = 9;
+
+double median(std::vector<double> v) {
+  std::sort(v.begin(), v.end());
+  return v[v.size() / 2];
+}
+
+// Seconds per call of `calls` calls of `body` on the slowest rank.
+template <class F>
+double batch(int calls, F&& body) {
+  MPI_Barrier(MPI_COMM_WORLD);
+  const double t0 = MPI_Wtime();
+  for (int i = 0; i < calls; ++i) body();
+  double t = (MPI_Wtime() - t0) / calls;
+  MPI_Allreduce(MPI_IN_PLACE, &t, 1, MPI_DOUBLE, MPI_MAX, MPI_COMM_WORLD);
+  return t;
+}
+
+}  // namespace
+
+int main() {
+  dist::MultiWorkerMirroredStrategy strategy;  // initializes MPI (SERIALIZED)
+  const int rank = strategy.worker_index();
+  const int size = strategy.num_workers();
+  if (rank == 0) {
+    std::printf("cross-worker all_reduce, %d workers x 1 replica, float32 SUM; medians of %d interleaved batches\n",
+                size, kRepetitions);
+    std::printf("%-10s %14s %14s %10s\n", "size", "MPI_Allreduce", "all_reduce", "overhead");
+  }
+  for (std::int64_t bytes : {4LL << 10, 256LL << 10, 4LL << 20, 64LL << 20}) {
+    const std::int64_t count = bytes / 4;
+    const int calls = bytes <= (256 << 10) ? 2000 : bytes <= (4 << 20) ? 50 : 5;
+    std::vector<float> raw(static_cast<std::size_t>(count), 1.f);
+    const dist::Tensor input(std::vector<float>(static_cast<std::size_t>(count), static_cast<float>(rank + 1)),
+                             dist::Shape{count});
+    std::vector<double> mpi_times, lib_times;
+    strategy.run([&] {
+      dist::ReplicaContext* ctx = dist::get_replica_context();
+      const dist::Tensor check = ctx->all_reduce(dist::ReduceOp::SUM, input);
+      if (check.data<float>()[static_cast<std::size_t>(count - 1)] != static_cast<float>(size * (size + 1) / 2)) {
+        throw std::logic_error("wrong all_reduce result");
+      }
+      for (int rep = 0; rep < kRepetitions; ++rep) {
+        mpi_times.push_back(batch(calls, [&] {
+          MPI_Allreduce(MPI_IN_PLACE, raw.data(), static_cast<int>(count), MPI_FLOAT, MPI_SUM, MPI_COMM_WORLD);
+        }));
+        lib_times.push_back(batch(calls, [&] { ctx->all_reduce(dist::ReduceOp::SUM, input); }));
+      }
+    });
+    if (rank == 0) {
+      const double m = median(mpi_times), l = median(lib_times);
+      std::printf("%-10lld %11.1f us %11.1f us %9.2fx\n", static_cast<long long>(bytes), m * 1e6, l * 1e6, l / m);
+    }
+  }
+  return 0;
+}
