@@ -227,6 +227,12 @@ std::vector<PerReplica<Tensor>> regroup(const PerReplica<Element>& step) {
 }
 
 DistributedDataset Strategy::experimental_distribute_dataset(const Dataset& dataset, const InputOptions& options) {
+  if (num_workers() > 1) {
+    throw UnimplementedError("experimental_distribute_dataset: sharding a dataset across the " +
+                             std::to_string(num_workers()) + " workers of " + to_string() +
+                             " is not implemented yet; use distribute_datasets_from_function, whose function gets "
+                             "an InputContext with this worker's input_pipeline_id (shard with it)");
+  }
   const int n = num_replicas_in_sync();
   if (n == 1) return DistributedDataset(dataset, 1, options);
   if (std::optional<std::int64_t> global = dataset.static_batch_size()) {
@@ -240,9 +246,14 @@ DistributedDataset Strategy::distribute_datasets_from_function(
   if (!dataset_fn) {
     throw InvalidArgumentError("Strategy::distribute_datasets_from_function: expected a function, got an empty one");
   }
+  // One input pipeline per worker; each local replica takes one element per
+  // step. (Every worker must produce as many steps: the workers do not yet
+  // agree on the end of data.)
   const int n = num_replicas_in_sync();
-  const InputContext context = kind_ == Kind::kMirrored ? InputContext(1, 0, n) : InputContext();
-  return DistributedDataset(dataset_fn(context), n, options);
+  const InputContext context =
+      kind_ == Kind::kMirrored || kind_ == Kind::kMultiWorker ? InputContext(num_workers(), worker_index(), n)
+                                                              : InputContext();
+  return DistributedDataset(dataset_fn(context), num_local_replicas(), options);
 }
 
 Tensor Strategy::reduce(ReduceOp op, const PerReplica<Element>& value, std::optional<int> axis) {

@@ -198,6 +198,34 @@ TEST(MultiWorker, VariablesStartFromTheChiefAndAggregateOverWorkers) {
   EXPECT_EQ(metric->value(), Tensor{static_cast<float>(total)});  // a read across workers
 }
 
+TEST(MultiWorker, DatasetsFromFunctionGetOnePipelinePerWorker) {
+  MultiWorkerMirroredStrategy& s = strategy();
+  const int total = s.num_replicas_in_sync();
+  // Each worker shards the numbers 0..4*total-1 by its pipeline id; every
+  // replica takes one element per step.
+  auto dist_dataset = s.distribute_datasets_from_function([&](const InputContext& context) {
+    EXPECT_EQ(context.num_input_pipelines(), s.num_workers());
+    EXPECT_EQ(context.input_pipeline_id(), s.worker_index());
+    EXPECT_EQ(context.num_replicas_in_sync(), total);
+    return Dataset::range(4 * total).shard(context.num_input_pipelines(), context.input_pipeline_id());
+  });
+  std::int64_t local_sum = 0;
+  int steps = 0;
+  for (const auto& step : dist_dataset) {
+    ASSERT_EQ(step.values().size(), static_cast<std::size_t>(g_local));
+    for (const Element& e : step) local_sum += e.tensor().data<std::int64_t>()[0];
+    ++steps;
+  }
+  EXPECT_EQ(steps, 4 * total / s.num_workers() / g_local);
+  // The workers' shards cover the range once.
+  std::vector<Tensor> parts(static_cast<std::size_t>(g_local), Tensor(std::int64_t{0}));
+  parts[0] = Tensor(local_sum);
+  EXPECT_EQ(s.reduce(ReduceOp::SUM, PerReplica<Tensor>(parts)),
+            Tensor(static_cast<std::int64_t>(4 * total * (4 * total - 1) / 2)));
+  const std::string msg = message_of<UnimplementedError>([&] { s.experimental_distribute_dataset(Dataset::range(4)); });
+  EXPECT_THAT(msg, HasSubstr("distribute_datasets_from_function"));
+}
+
 TEST(MultiWorker, MismatchedShapesAcrossWorkersRaiseOnEveryWorker) {
   MultiWorkerMirroredStrategy& s = strategy();
   const int w = s.worker_index();
