@@ -44,6 +44,7 @@ namespace distribute {
 
 namespace internal {
 class StepSource;
+class WorkerAgreement;
 }
 
 // What distribute_datasets_from_function tells the dataset function
@@ -67,10 +68,27 @@ class InputContext {
   int num_replicas_in_sync_;
 };
 
+// TF's tf.data.experimental.AutoShardPolicy: how
+// experimental_distribute_dataset divides a dataset among the workers of a
+// multi-worker strategy (one worker: no effect).
+//   AUTO  FILE for a dataset read from a list of files, else DATA; every
+//         dataset here is in memory, so DATA.
+//   FILE  each worker reads its share of the files. No dataset source here
+//         reads a list of files yet: InvalidArgumentError.
+//   DATA  every worker reads everything; each global batch is cut into
+//         num_replicas_in_sync pieces of ceil(B/N) rows (TF's legacy rebatch)
+//         and worker w keeps pieces w, w + W, ... (replica r of worker w gets
+//         piece w + r*W).
+//   OFF   no sharding: every worker sees the whole dataset.
+// (TF sets it on the dataset's options; datasets here carry no options, so it
+// is a field of InputOptions.)
+enum class AutoShardPolicy { AUTO, FILE, DATA, OFF };
+
 struct InputOptions {
   // Steps prepared ahead of the one being consumed, on a background thread;
   // 0 prepares each step inside get_next().
   int experimental_per_replica_buffer_size = 1;
+  AutoShardPolicy auto_shard_policy = AutoShardPolicy::AUTO;
 };
 
 // TF's batch_sizes_for_worker: the per-replica batch sizes that worker
@@ -82,6 +100,12 @@ std::vector<std::int64_t> batch_sizes_for_worker(std::int64_t global_batch_size,
 
 // One pass over a distributed dataset. Single consumer; call from outside
 // replica functions.
+//
+// With several workers every step is agreed on: get_next() and
+// get_next_as_optional() are collectives (every worker calls them as often),
+// a step exists while any worker has data, and the replicas of a worker
+// whose data ended get empty batches shaped like the others' (TF's partial
+// batch handling); the end comes for every worker at the same step.
 class DistributedIterator {
  public:
   DistributedIterator(DistributedIterator&&) noexcept;
@@ -96,7 +120,8 @@ class DistributedIterator {
 
  private:
   friend class DistributedDataset;
-  DistributedIterator(std::unique_ptr<internal::StepSource> source, int buffer_size);
+  DistributedIterator(std::unique_ptr<internal::StepSource> source, int buffer_size,
+                      std::shared_ptr<internal::WorkerAgreement> agreement);
   struct Impl;
   std::unique_ptr<Impl> impl_;
 };
@@ -130,9 +155,12 @@ class DistributedDataset {
   DistributedDataset(Dataset per_replica, int num_replicas, InputOptions options);
 
  private:
+  friend class Strategy;
   Dataset per_replica_;
   int num_replicas_;
   InputOptions options_;
+  // Set by a multi-worker strategy: the workers agree on every step.
+  std::shared_ptr<internal::WorkerAgreement> agreement_;
 };
 
 // TF's regrouped form of a step: one PerReplica per component (for a

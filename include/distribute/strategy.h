@@ -215,6 +215,7 @@ class Strategy {
   // Runs body(r) for every replica r concurrently, each inside its replica
   // context; rethrows the first failure after all replicas returned.
   void run_replicas(internal::FunctionRef<void(int)> body);
+  DistributedDataset distribute_across_workers(const Dataset& dataset, const InputOptions& options);
   // Raises unless this thread may call a cross-replica method of this strategy.
   void require_cross_replica_or_default_context(std::string_view method) const;
   void check_replica_count(std::size_t values, std::size_t argument_index) const;

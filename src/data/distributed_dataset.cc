@@ -19,6 +19,7 @@
 #include "data/batching.h"
 #include "data/dataset_node.h"
 #include "data/prefetcher.h"
+#include "data/worker_agreement.h"
 #include "distribute/errors.h"
 #include "distribute/strategy.h"
 #include "strategy/context.h"
@@ -170,11 +171,22 @@ struct DistributedIterator::Impl {
   std::unique_ptr<internal::StepSource> source;
   // With a buffer: a background thread runs `source` ahead of the consumer.
   std::unique_ptr<internal::Prefetcher<PerReplica<Element>>> prefetcher;
+  // Several workers: settles each step with the others (on the consumer's
+  // thread, so that it is ordered with the other collectives).
+  std::shared_ptr<internal::WorkerAgreement> agreement;
+
+  std::optional<PerReplica<Element>> next() {
+    std::optional<PerReplica<Element>> step = prefetcher ? prefetcher->next() : source->next();
+    if (agreement) return agreement->settle(std::move(step));
+    return step;
+  }
 };
 
-DistributedIterator::DistributedIterator(std::unique_ptr<internal::StepSource> source, int buffer_size)
+DistributedIterator::DistributedIterator(std::unique_ptr<internal::StepSource> source, int buffer_size,
+                                         std::shared_ptr<internal::WorkerAgreement> agreement)
     : impl_(std::make_unique<Impl>()) {
   impl_->source = std::move(source);
+  impl_->agreement = std::move(agreement);
   if (buffer_size > 0) {
     internal::StepSource* src = impl_->source.get();
     impl_->prefetcher = std::make_unique<internal::Prefetcher<PerReplica<Element>>>(
@@ -190,12 +202,12 @@ DistributedIterator::~DistributedIterator() {
 
 std::optional<PerReplica<Element>> DistributedIterator::get_next_as_optional() {
   internal::require_outside_replica_function("DistributedIterator::get_next_as_optional");
-  return impl_->prefetcher ? impl_->prefetcher->next() : impl_->source->next();
+  return impl_->next();
 }
 
 PerReplica<Element> DistributedIterator::get_next() {
   internal::require_outside_replica_function("DistributedIterator::get_next");
-  std::optional<PerReplica<Element>> step = impl_->prefetcher ? impl_->prefetcher->next() : impl_->source->next();
+  std::optional<PerReplica<Element>> step = impl_->next();
   if (!step.has_value()) throw OutOfRangeError("End of sequence");
   return std::move(*step);
 }
@@ -210,7 +222,7 @@ DistributedDataset::DistributedDataset(Dataset per_replica, int num_replicas, In
 
 DistributedIterator DistributedDataset::make_iterator() const {
   return DistributedIterator(std::make_unique<internal::StepSource>(per_replica_.make_iterator(), num_replicas_),
-                             options_.experimental_per_replica_buffer_size);
+                             options_.experimental_per_replica_buffer_size, agreement_);
 }
 
 std::vector<PerReplica<Tensor>> regroup(const PerReplica<Element>& step) {
@@ -227,18 +239,38 @@ std::vector<PerReplica<Tensor>> regroup(const PerReplica<Element>& step) {
 }
 
 DistributedDataset Strategy::experimental_distribute_dataset(const Dataset& dataset, const InputOptions& options) {
-  if (num_workers() > 1) {
-    throw UnimplementedError("experimental_distribute_dataset: sharding a dataset across the " +
-                             std::to_string(num_workers()) + " workers of " + to_string() +
-                             " is not implemented yet; use distribute_datasets_from_function, whose function gets "
-                             "an InputContext with this worker's input_pipeline_id (shard with it)");
-  }
   const int n = num_replicas_in_sync();
+  if (num_workers() > 1) return distribute_across_workers(dataset, options);
   if (n == 1) return DistributedDataset(dataset, 1, options);
   if (std::optional<std::int64_t> global = dataset.static_batch_size()) {
     return DistributedDataset(dataset.rebatch(batch_sizes_for_worker(*global, 1, n, 0)), n, options);
   }
   return DistributedDataset(Dataset(std::make_shared<internal::SplitNode>(dataset, n)), n, options);
+}
+
+DistributedDataset Strategy::distribute_across_workers(const Dataset& dataset, const InputOptions& options) {
+  const int n = num_replicas_in_sync();
+  const int r = num_local_replicas();
+  const auto split = [&] { return Dataset(std::make_shared<internal::SplitNode>(dataset, n)); };
+  const Dataset per_worker = [&] {
+    switch (options.auto_shard_policy) {
+      case AutoShardPolicy::AUTO:  // every source here is in memory: DATA
+      case AutoShardPolicy::DATA:
+        return split().shard(num_workers(), worker_index());
+      case AutoShardPolicy::OFF:
+        if (std::optional<std::int64_t> global = dataset.static_batch_size()) {
+          return dataset.rebatch(batch_sizes_for_worker(*global, num_workers(), r, worker_index()));
+        }
+        return split();
+      case AutoShardPolicy::FILE:
+        break;
+    }
+    throw InvalidArgumentError("experimental_distribute_dataset: AutoShardPolicy::FILE needs a dataset read from a "
+                               "list of files, got " + dataset.describe() + "; use AutoShardPolicy::DATA (or AUTO)");
+  }();
+  DistributedDataset out(per_worker, r, options);
+  out.agreement_ = std::make_shared<internal::WorkerAgreement>(cross_worker_, *communication_options_.timeout_seconds, r);
+  return out;
 }
 
 DistributedDataset Strategy::distribute_datasets_from_function(
@@ -247,13 +279,17 @@ DistributedDataset Strategy::distribute_datasets_from_function(
     throw InvalidArgumentError("Strategy::distribute_datasets_from_function: expected a function, got an empty one");
   }
   // One input pipeline per worker; each local replica takes one element per
-  // step. (Every worker must produce as many steps: the workers do not yet
-  // agree on the end of data.)
+  // step.
   const int n = num_replicas_in_sync();
   const InputContext context =
       kind_ == Kind::kMirrored || kind_ == Kind::kMultiWorker ? InputContext(num_workers(), worker_index(), n)
                                                               : InputContext();
-  return DistributedDataset(dataset_fn(context), num_local_replicas(), options);
+  DistributedDataset out(dataset_fn(context), num_local_replicas(), options);
+  if (num_workers() > 1) {
+    out.agreement_ = std::make_shared<internal::WorkerAgreement>(cross_worker_, *communication_options_.timeout_seconds,
+                                                                 num_local_replicas());
+  }
+  return out;
 }
 
 Tensor Strategy::reduce(ReduceOp op, const PerReplica<Element>& value, std::optional<int> axis) {

@@ -5,8 +5,11 @@
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cstdint>
 #include <cstdlib>
+#include <optional>
+#include <utility>
 #include <cstring>
 #include <string>
 #include <vector>
@@ -222,8 +225,174 @@ TEST(MultiWorker, DatasetsFromFunctionGetOnePipelinePerWorker) {
   parts[0] = Tensor(local_sum);
   EXPECT_EQ(s.reduce(ReduceOp::SUM, PerReplica<Tensor>(parts)),
             Tensor(static_cast<std::int64_t>(4 * total * (4 * total - 1) / 2)));
-  const std::string msg = message_of<UnimplementedError>([&] { s.experimental_distribute_dataset(Dataset::range(4)); });
-  EXPECT_THAT(msg, HasSubstr("distribute_datasets_from_function"));
+}
+
+// Every (step, local replica) element of `dataset` distributed by `s`, as
+// the int64 values of its rows (a step is one vector per local replica).
+std::vector<std::vector<std::vector<std::int64_t>>> collect(Strategy& s, const DistributedDataset& dataset) {
+  std::vector<std::vector<std::vector<std::int64_t>>> steps;
+  for (const auto& step : dataset) {
+    std::vector<std::vector<std::int64_t>> replicas;
+    for (const Element& e : step) replicas.push_back(values_of<std::int64_t>(e.tensor()));
+    EXPECT_EQ(replicas.size(), static_cast<std::size_t>(s.num_local_replicas()));
+    steps.push_back(std::move(replicas));
+  }
+  return steps;
+}
+
+// TF's DATA auto-sharding: each global batch cut into N pieces of ceil(B/N)
+// rows; replica r of worker w gets piece w + r * W.
+std::vector<std::vector<std::vector<std::int64_t>>> expected_data_sharding(const std::vector<std::vector<std::int64_t>>& batches,
+                                                                          int workers, int worker, int local) {
+  const int n = workers * local;
+  std::vector<std::vector<std::vector<std::int64_t>>> steps;
+  for (const auto& batch : batches) {
+    const auto rows = static_cast<std::int64_t>(batch.size());
+    const std::int64_t per = (rows + n - 1) / n;
+    std::vector<std::vector<std::int64_t>> replicas;
+    for (int r = 0; r < local; ++r) {
+      const std::int64_t j = worker + r * workers;
+      const std::int64_t begin = std::min(rows, j * per), end = std::min(rows, begin + per);
+      replicas.emplace_back(batch.begin() + begin, batch.begin() + end);
+    }
+    steps.push_back(std::move(replicas));
+  }
+  return steps;
+}
+
+TEST(MultiWorker, DataShardingOfUnevenAndIndivisibleBatches) {
+  MultiWorkerMirroredStrategy& s = strategy();
+  // range(9).batch(2): the last batch has 1 row; range(10).batch(5): 5 rows
+  // do not divide among the replicas.
+  for (const auto& [total, batch] : {std::pair<int, int>{9, 2}, std::pair<int, int>{10, 5}}) {
+    std::vector<std::vector<std::int64_t>> batches;
+    for (int b = 0; b < total; b += batch) {
+      std::vector<std::int64_t> rows;
+      for (int i = b; i < std::min(total, b + batch); ++i) rows.push_back(i);
+      batches.push_back(rows);
+    }
+    for (AutoShardPolicy policy : {AutoShardPolicy::AUTO, AutoShardPolicy::DATA}) {
+      InputOptions options;
+      options.auto_shard_policy = policy;
+      const auto got = collect(s, s.experimental_distribute_dataset(Dataset::range(total).batch(batch), options));
+      EXPECT_EQ(got, expected_data_sharding(batches, s.num_workers(), s.worker_index(), g_local))
+          << total << "/" << batch;
+      // The workers' shards are disjoint and cover the dataset.
+      std::int64_t sum = 0, count = 0;
+      for (const auto& step : got) {
+        for (const auto& rows : step) {
+          for (std::int64_t v : rows) sum += v;
+          count += static_cast<std::int64_t>(rows.size());
+        }
+      }
+      std::vector<Tensor> parts(static_cast<std::size_t>(g_local), Tensor{std::int64_t{0}, std::int64_t{0}});
+      parts[0] = Tensor{sum, count};
+      EXPECT_EQ(s.reduce(ReduceOp::SUM, PerReplica<Tensor>(parts)),
+                (Tensor{static_cast<std::int64_t>(total * (total - 1) / 2), static_cast<std::int64_t>(total)}));
+    }
+  }
+}
+
+TEST(MultiWorker, OffShardingGivesEveryWorkerTheWholeDataset) {
+  MultiWorkerMirroredStrategy& s = strategy();
+  const int n = s.num_replicas_in_sync();
+  InputOptions options;
+  options.auto_shard_policy = AutoShardPolicy::OFF;
+  const auto got = collect(s, s.experimental_distribute_dataset(Dataset::range(4 * n).batch(2 * n), options));
+  // Batches of 2N rows cut into sub-batches of 2 (TF's batch_sizes_for_worker),
+  // R per step: every worker goes through all 4N values.
+  std::vector<std::int64_t> seen;
+  for (const auto& step : got) {
+    for (const auto& rows : step) {
+      EXPECT_EQ(rows.size(), 2u);
+      seen.insert(seen.end(), rows.begin(), rows.end());
+    }
+  }
+  std::vector<std::int64_t> all(static_cast<std::size_t>(4 * n));
+  for (std::size_t i = 0; i < all.size(); ++i) all[i] = static_cast<std::int64_t>(i);
+  EXPECT_EQ(seen, all);
+  InputOptions file;
+  file.auto_shard_policy = AutoShardPolicy::FILE;
+  EXPECT_THAT(message_of<InvalidArgumentError>([&] { s.experimental_distribute_dataset(Dataset::range(4).batch(2), file); }),
+              HasSubstr("AutoShardPolicy::FILE"));
+}
+
+TEST(MultiWorker, WorkersWithLessDataGetEmptyBatchesUntilEveryWorkerIsDone) {
+  MultiWorkerMirroredStrategy& s = strategy();
+  const int w = s.worker_index();
+  // Worker w's pipeline has w + 1 batches of 2 rows per local replica.
+  auto dataset = s.distribute_datasets_from_function([&](const InputContext&) {
+    return Dataset::range(2 * (w + 1) * g_local).batch(2);
+  });
+  const auto got = collect(s, dataset);
+  ASSERT_EQ(got.size(), static_cast<std::size_t>(s.num_workers()));  // the longest worker's steps
+  for (std::size_t step = 0; step < got.size(); ++step) {
+    for (const auto& rows : got[step]) EXPECT_EQ(rows.size(), step < static_cast<std::size_t>(w + 1) ? 2u : 0u);
+  }
+  // get_next() agrees on the end too.
+  DistributedIterator it = dataset.make_iterator();
+  for (int i = 0; i < s.num_workers(); ++i) it.get_next();
+  EXPECT_THROW(it.get_next(), OutOfRangeError);
+  EXPECT_FALSE(it.get_next_as_optional().has_value());
+}
+
+TEST(MultiWorker, TrainingEndsWithTheWeightsOfMirroredStrategyOfAllReplicas) {
+  // Linear regression y = x . [1, -2] + 0.5 by SGD, global batch 8, loss
+  // scaled by the global batch: the same weights whatever the placement.
+  MultiWorkerMirroredStrategy& s = strategy();
+  const int total = s.num_replicas_in_sync();
+  std::vector<float> xs, ys;
+  for (int i = 0; i < 32; ++i) {
+    const float a = static_cast<float>(i % 7) / 7.f, b = static_cast<float>(i % 5) / 5.f;
+    xs.push_back(a);
+    xs.push_back(b);
+    ys.push_back(a - 2.f * b + 0.5f);
+  }
+  const Dataset data =
+      Dataset::from_tensor_slices(std::vector<Tensor>{Tensor(xs, Shape{32, 2}), Tensor(ys, Shape{32})}).batch(8);
+  auto train = [&](Strategy& st) {
+    std::optional<Variable> wv, bv;
+    {
+      auto scope = st.scope();
+      VariableOptions o;
+      o.aggregation = VariableAggregation::SUM;
+      o.name = "w";
+      wv.emplace(Tensor{0.f, 0.f}, o);
+      o.name = "b";
+      bv.emplace(Tensor{0.f}, o);
+    }
+    for (int epoch = 0; epoch < 3; ++epoch) {
+      for (const auto& step : st.experimental_distribute_dataset(data)) {
+        st.run(
+            [&](const Element& e) {
+              const Tensor& x = e[0];
+              const Tensor& y = e[1];
+              const auto rows = static_cast<std::size_t>(x.dim(0));
+              const auto w = wv->value().data<float>();
+              const float b = bv->value().data<float>()[0];
+              float g0 = 0, g1 = 0, gb = 0;
+              for (std::size_t i = 0; i < rows; ++i) {
+                const float err = x.data<float>()[2 * i] * w[0] + x.data<float>()[2 * i + 1] * w[1] + b - y.data<float>()[i];
+                g0 += err * x.data<float>()[2 * i];
+                g1 += err * x.data<float>()[2 * i + 1];
+                gb += err;
+              }
+              // Gradient of the mean squared error over the global batch (8).
+              const float scale = -0.5f * 2.f / 8.f;
+              wv->assign_add(Tensor{scale * g0, scale * g1});
+              bv->assign_add(Tensor{scale * gb});
+            },
+            step);
+      }
+    }
+    return std::vector<Tensor>{wv->value(), bv->value()};
+  };
+  const auto multi = train(s);
+  MirroredStrategy mirrored(cpus(total));
+  const auto single = train(mirrored);
+  EXPECT_TRUE(allclose(multi[0], single[0], 1e-5, 1e-6)) << multi[0] << " vs " << single[0];
+  EXPECT_TRUE(allclose(multi[1], single[1], 1e-5, 1e-6)) << multi[1] << " vs " << single[1];
+  EXPECT_GT(multi[0].data<float>()[0], 0.05f);  // it did learn something
 }
 
 TEST(MultiWorker, MismatchedShapesAcrossWorkersRaiseOnEveryWorker) {
