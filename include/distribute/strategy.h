@@ -203,6 +203,9 @@ class Strategy {
   // Every worker's `value` joined along `axis` (sizes may differ), in
   // worker order.
   Tensor gather_over_workers(const Tensor& value, int axis);
+  // Raises the same InvalidArgumentError on every worker unless every
+  // worker passed the same `description` (of `what`).
+  void check_same_on_workers(const std::string& what, const std::string& description);
 
  private:
   friend class StrategyScope;
@@ -234,6 +237,7 @@ class Strategy {
   // Set for MultiWorkerMirroredStrategy: the exchange with the other workers.
   std::shared_ptr<internal::CrossWorker> cross_worker_;
   int num_workers_ = 1;
+  int variables_created_ = 0;  // multi-worker: numbers the variable checks
   int worker_index_ = 0;
   bool is_chief_ = true;
 };

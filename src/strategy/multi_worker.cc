@@ -1,6 +1,8 @@
 // MultiWorkerMirroredStrategy and the strategy's calls that reach the other
 // workers.
 #include <chrono>
+#include <span>
+#include <string>
 
 #include "collectives/cross_worker_ops.h"
 #include "distribute/strategies.h"
@@ -65,6 +67,23 @@ Tensor Strategy::gather_over_workers(const Tensor& value, int axis) {
   if (cross_worker_ == nullptr) return value;
   return internal::gather_over_workers(*cross_worker_, "gather", value, axis, deadline_of(communication_options_),
                                        never);
+}
+
+void Strategy::check_same_on_workers(const std::string& what, const std::string& description) {
+  if (cross_worker_ == nullptr) return;
+  const auto* bytes = reinterpret_cast<const std::byte*>(description.data());
+  const auto all = cross_worker_->all_gather(what.c_str(), std::span<const std::byte>(bytes, description.size()),
+                                             deadline_of(communication_options_), never);
+  auto text = [&](std::size_t w) {
+    return std::string(reinterpret_cast<const char*>(all[w].data()), all[w].size());
+  };
+  for (std::size_t w = 1; w < all.size(); ++w) {
+    if (all[w] != all[0]) {
+      throw InvalidArgumentError("the workers differ in " + what + ": " + text(0) + " on worker 0 vs " + text(w) +
+                                 " on worker " + std::to_string(w) + "; every worker must create the same variables "
+                                 "in the same order");
+    }
+  }
 }
 
 }  // namespace distribute

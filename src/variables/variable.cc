@@ -77,7 +77,16 @@ Variable::Variable(Tensor initial_value, VariableOptions options) : state_(std::
   // Every component starts from the same value (one shared buffer until the
   // first update: Tensors are immutable).
   const int n = strategy != nullptr ? strategy->num_local_replicas() : 1;
-  // With several workers every worker starts from the chief's value.
+  // With several workers: the same variables on every worker (checked as each
+  // is created, so the first difference is named), each starting from the
+  // chief's value.
+  if (strategy != nullptr && strategy->num_workers() > 1) {
+    strategy->check_same_on_workers("variable #" + std::to_string(strategy->variables_created_++),
+                                    quoted(s.name) + " shape " + shape_string(s.shape) + " dtype " +
+                                        std::string(dtype_name(s.dtype)) + " " +
+                                        (s.synchronization == VariableSynchronization::ON_READ ? "ON_READ" : "ON_WRITE") +
+                                        " " + std::string(variable_aggregation_name(s.aggregation)));
+  }
   s.components.assign(static_cast<std::size_t>(n),
                       strategy != nullptr ? strategy->broadcast_from_chief(initial_value) : initial_value);
 }

@@ -395,6 +395,23 @@ TEST(MultiWorker, TrainingEndsWithTheWeightsOfMirroredStrategyOfAllReplicas) {
   EXPECT_GT(multi[0].data<float>()[0], 0.05f);  // it did learn something
 }
 
+TEST(MultiWorker, DifferentVariablesOnTheWorkersAreNamed) {
+  MultiWorkerMirroredStrategy& s = strategy();
+  auto scope = s.scope();
+  VariableOptions same_options, bias_options;
+  same_options.name = "same";
+  bias_options.name = "bias";
+  Variable same(Tensor{1.f, 2.f}, same_options);
+  const std::string msg = message_of<InvalidArgumentError>([&] {
+    // Worker 1 (and later ones) create a variable of another shape.
+    Variable differs(s.worker_index() == 0 ? Tensor{1.f} : Tensor{1.f, 2.f}, bias_options);
+  });
+  EXPECT_THAT(msg, HasSubstr("the workers differ in variable #"));
+  EXPECT_THAT(msg, HasSubstr("'bias' shape (1,) dtype float32"));
+  EXPECT_THAT(msg, HasSubstr("'bias' shape (2,) dtype float32"));
+  EXPECT_THAT(msg, HasSubstr("on worker 1"));
+}
+
 TEST(MultiWorker, MismatchedShapesAcrossWorkersRaiseOnEveryWorker) {
   MultiWorkerMirroredStrategy& s = strategy();
   const int w = s.worker_index();
