@@ -7,11 +7,12 @@
 // repetitions. Results are checked once per size.
 //
 // Run (bench/run_multi_worker.sh does it):
-//   mpirun -np 2 build/release/bench/multi_worker_bench
+//   mpirun -np 2 build/release/bench/multi_worker_bench [bytes...]
 #include <mpi.h>
 
 #include <algorithm>
 #include <cstdio>
+#include <cstdlib>
 #include <stdexcept>
 #include <vector>
 
@@ -41,7 +42,7 @@ double batch(int calls, F&& body) {
 
 }  // namespace
 
-int main() {
+int main(int argc, char** argv) {
   dist::MultiWorkerMirroredStrategy strategy;  // initializes MPI (SERIALIZED)
   const int rank = strategy.worker_index();
   const int size = strategy.num_workers();
@@ -50,7 +51,11 @@ int main() {
                 size, kRepetitions);
     std::printf("%-10s %14s %14s %10s\n", "size", "MPI_Allreduce", "all_reduce", "overhead");
   }
-  for (std::int64_t bytes : {4LL << 10, 256LL << 10, 4LL << 20, 64LL << 20}) {
+  // Sizes in bytes from the command line, else 4 KiB, 256 KiB, 4 MiB, 64 MiB.
+  std::vector<std::int64_t> sizes{4LL << 10, 256LL << 10, 4LL << 20, 64LL << 20};
+  if (argc > 1) sizes.clear();
+  for (int i = 1; i < argc; ++i) sizes.push_back(std::atoll(argv[i]));
+  for (std::int64_t bytes : sizes) {
     const std::int64_t count = bytes / 4;
     const int calls = bytes <= (256 << 10) ? 2000 : bytes <= (4 << 20) ? 50 : 5;
     std::vector<float> raw(static_cast<std::size_t>(count), 1.f);

@@ -3,11 +3,14 @@
 // cancelled, and notices a peer's failure report (sent on a second
 // duplicated communicator).
 //
-// Every collective first exchanges a Header with every peer; the payload
-// follows on another tag (messages between two ranks on one communicator and
-// tag arrive in order). Algorithms, M workers, S bytes:
+// Every collective exchanges a Header with every peer, checked before the
+// payload is used; the payload travels on another tag (messages between two
+// ranks on one communicator and tag arrive in order). Algorithms, M workers,
+// S bytes:
 //   - all_reduce below kDirectBytes: every worker sends its buffer to every
-//     peer and sums the M buffers in worker order (one round);
+//     peer and sums the M buffers in worker order: headers and buffers in one
+//     round, except for buffers just above MPI's eager size, which follow the
+//     headers in eager-sized pieces;
 //   - all_reduce from kDirectBytes: reduce-scatter (worker w sums chunk w of
 //     every buffer, in worker order) then all-gather of the chunks, by direct
 //     exchange: 2 S (M-1)/M bytes sent per worker, as a ring would;
@@ -36,6 +39,12 @@ constexpr int kHeaderTag = 101;
 constexpr int kDataTag = 102;
 constexpr int kFailureTag = 103;
 constexpr std::size_t kDirectBytes = 256 * 1024;
+// Open MPI's shared-memory transport sends messages of up to 4 KiB
+// (headers included) eagerly; larger ones take a rendezvous that costs a few
+// microseconds more. Buffers of up to kChunkedBytes travel in pieces of
+// kEagerBytes.
+constexpr std::size_t kEagerBytes = 4000;
+constexpr std::size_t kChunkedBytes = 32 * 1024;
 
 enum class Op : std::uint32_t { kAllReduce = 1, kAllGather = 2, kBroadcast = 3 };
 
@@ -61,6 +70,12 @@ std::string mpi_error(int code) {
   int length = 0;
   MPI_Error_string(code, text, &length);
   return std::string(text, static_cast<std::size_t>(length));
+}
+
+int error_class(int code) {
+  int cls = 0;
+  MPI_Error_class(code, &cls);
+  return cls;
 }
 
 void check_mpi(int code, const char* call) {
@@ -124,6 +139,10 @@ class MpiCrossWorker final : public CrossWorker {
     std::lock_guard<std::mutex> lock(process_.mutex());
     check_mpi(MPI_Comm_dup(base, &data_), "MPI_Comm_dup");
     check_mpi(MPI_Comm_dup(base, &control_), "MPI_Comm_dup");
+    // Errors come back as codes (and raise exceptions here) instead of ending
+    // the job; a truncated receive is an expected one (see all_reduce_sum).
+    MPI_Comm_set_errhandler(data_, MPI_ERRORS_RETURN);
+    MPI_Comm_set_errhandler(control_, MPI_ERRORS_RETURN);
     MPI_Comm_rank(data_, &rank_);
     MPI_Comm_size(data_, &size_);
     ClusterEnvironment environment = read_cluster_environment();
@@ -151,28 +170,50 @@ class MpiCrossWorker final : public CrossWorker {
     const std::size_t bytes = count * element;
     const Header mine{next_seq(what), static_cast<std::uint32_t>(Op::kAllReduce), static_cast<std::uint32_t>(dtype),
                       count, -1};
-    exchange_headers(what, mine, deadline, cancelled);
     auto* out = static_cast<std::byte*>(data);
     const auto* in = static_cast<const std::byte*>(in_data);
-    if (size_ == 1 || count == 0) {
-      if (in != out) std::memcpy(out, in, bytes);
-      return;
-    }
     const auto m = static_cast<std::size_t>(size_);
     const auto me = static_cast<std::size_t>(rank_);
-    if (bytes < kDirectBytes || count < m) {
-      // One round: everyone's buffer to everyone, then the sum in worker order.
+    if (size_ > 1 && count > 0 && (bytes < kDirectBytes || count < m)) {
+      // Everyone's buffer to everyone, then the sum in worker order.
+      std::vector<Header> all(m);
+      all[me] = mine;
       scratch_.resize(m * bytes);
       Requests requests;
-      std::unique_lock<std::mutex> lock(process_.mutex());
-      for (int p = 0; p < size_; ++p) {
-        if (p == rank_) continue;
-        requests.recv(scratch_.data() + static_cast<std::size_t>(p) * bytes, bytes, p, data_);
-        requests.send(in, bytes, p, data_);
+      const bool chunked = bytes > kEagerBytes && bytes <= kChunkedBytes;
+      if (chunked) {
+        // First the headers (so that every worker cuts the same chunks), then
+        // messages small enough for MPI's eager protocol.
+        exchange_headers(what, mine, deadline, cancelled);
+        std::lock_guard<std::mutex> lock(process_.mutex());
+        for (int p = 0; p < size_; ++p) {
+          if (p == rank_) continue;
+          for (std::size_t at = 0; at < bytes; at += kEagerBytes) {
+            const std::size_t n = std::min(kEagerBytes, bytes - at);
+            requests.recv(scratch_.data() + static_cast<std::size_t>(p) * bytes + at, n, p, data_);
+            requests.send(in + at, n, p, data_);
+          }
+        }
+      } else {
+        // One round: the headers and the buffers at once. A peer's larger
+        // buffer is cut to this worker's size (MPI reports the truncation;
+        // the headers name the mismatch).
+        std::lock_guard<std::mutex> lock(process_.mutex());
+        post_headers(mine, all, requests);
+        for (int p = 0; p < size_; ++p) {
+          if (p == rank_) continue;
+          requests.recv(scratch_.data() + static_cast<std::size_t>(p) * bytes, bytes, p, data_);
+          requests.send(in, bytes, p, data_);
+        }
       }
-      lock.unlock();
       wait(what, mine.seq, requests, deadline, cancelled);
+      if (!chunked) check_headers(what, all);
       sum_in_order(dtype, out, 0, count, [&](std::size_t w) { return w == me ? in : scratch_.data() + w * bytes; });
+      return;
+    }
+    exchange_headers(what, mine, deadline, cancelled);
+    if (size_ == 1 || count == 0) {
+      if (in != out) std::memcpy(out, in, bytes);
       return;
     }
     // Reduce-scatter: worker w owns elements [w*count/M, (w+1)*count/M).
@@ -321,18 +362,31 @@ class MpiCrossWorker final : public CrossWorker {
     Requests requests;
     {
       std::lock_guard<std::mutex> lock(process_.mutex());
-      for (int p = 0; p < size_; ++p) {
-        if (p == rank_) continue;
-        requests.add(p, true);
-        check_mpi(MPI_Irecv(&all[static_cast<std::size_t>(p)], sizeof(Header), MPI_BYTE, p, kHeaderTag, data_,
-                            &requests.requests.back()),
-                  "MPI_Irecv");
-        requests.add(p, false);
-        check_mpi(MPI_Isend(&mine, sizeof(Header), MPI_BYTE, p, kHeaderTag, data_, &requests.requests.back()),
-                  "MPI_Isend");
-      }
+      post_headers(mine, all, requests);
     }
     wait(what, mine.seq, requests, deadline, cancelled);
+    check_headers(what, all);
+    return all;
+  }
+
+  // Posts the exchange of `mine` with every peer's header into `all` (the
+  // MPI mutex held).
+  void post_headers(const Header& mine, std::vector<Header>& all, Requests& requests) {
+    for (int p = 0; p < size_; ++p) {
+      if (p == rank_) continue;
+      requests.add(p, true);
+      check_mpi(MPI_Irecv(&all[static_cast<std::size_t>(p)], sizeof(Header), MPI_BYTE, p, kHeaderTag, data_,
+                          &requests.requests.back()),
+                "MPI_Irecv");
+      requests.add(p, false);
+      check_mpi(MPI_Isend(&mine, sizeof(Header), MPI_BYTE, p, kHeaderTag, data_, &requests.requests.back()),
+                "MPI_Isend");
+    }
+  }
+
+  // Raises WorkersMismatchError (the same on every worker: each compares
+  // every header with worker 0's) unless the calls match.
+  void check_headers(const char* what, const std::vector<Header>& all) {
     const Header& h0 = all[0];
     for (int p = 1; p < size_; ++p) {
       const Header& h = all[static_cast<std::size_t>(p)];
@@ -356,7 +410,6 @@ class MpiCrossWorker final : public CrossWorker {
                                    "order on values of the same shapes");
       }
     }
-    return all;
   }
 
   // Polls until every request completed. Raises on a peer's failure report,
@@ -367,15 +420,26 @@ class MpiCrossWorker final : public CrossWorker {
     for (unsigned round = 0;; ++round) {
       {
         std::lock_guard<std::mutex> lock(process_.mutex());
+        // Test the requests in order up to the first one still pending: one
+        // MPI_Test drives MPI's progress for all of them.
         bool all_done = true;
         for (MPI_Request& r : requests.requests) {
           if (r == MPI_REQUEST_NULL) continue;
           int done = 0;
-          check_mpi(MPI_Test(&r, &done, MPI_STATUS_IGNORE), "MPI_Test");
-          all_done = all_done && done != 0;
+          MPI_Status status;
+          const int code = MPI_Test(&r, &done, &status);
+          // A truncated receive (a peer's larger buffer) completes: the
+          // header check that follows names the mismatch.
+          if (code != MPI_SUCCESS && error_class(code) != MPI_ERR_TRUNCATE) check_mpi(code, "MPI_Test");
+          if (code != MPI_SUCCESS) r = MPI_REQUEST_NULL;
+          if (r != MPI_REQUEST_NULL) {
+            all_done = false;
+            break;
+          }
         }
         if (all_done) return;
-        check_failure_reports_locked(what, seq, requests);
+        // Failure reports are rare: look every 32 polls (a few microseconds).
+        if ((round % 32) == 31) check_failure_reports_locked(what, seq, requests);
       }
       if (cancelled()) {
         abandon(requests, std::string("cancelled: a replica of worker ") + std::to_string(rank_) + " failed");
