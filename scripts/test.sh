@@ -17,6 +17,12 @@ cmake --preset release >/dev/null
 cmake --build --preset release
 ctest --preset release -j2
 
+step "without MPI: the library builds and MultiWorkerMirroredStrategy says what is missing"
+cmake -S . -B build/no-mpi -G Ninja -DCMAKE_BUILD_TYPE=Release -DCMAKE_COMPILE_WARNING_AS_ERROR=ON \
+  -DCMAKE_DISABLE_FIND_PACKAGE_MPI=ON -DDISTRIBUTE_BUILD_BENCH=OFF -DDISTRIBUTE_BUILD_EXAMPLES=OFF >/dev/null
+cmake --build build/no-mpi --target no_mpi_tests
+build/no-mpi/tests/no_mpi_tests
+
 step "install the package and build a consumer project against it"
 prefix=$root/build/install-check/prefix
 rm -rf "$root/build/install-check"

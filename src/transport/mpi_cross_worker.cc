@@ -147,6 +147,9 @@ class MpiCrossWorker final : public CrossWorker {
     MPI_Comm_size(data_, &size_);
     ClusterEnvironment environment = read_cluster_environment();
     if (options.cluster_resolver.has_value()) environment.tf_config = options.cluster_resolver;
+    // The launcher's rank and size describe MPI_COMM_WORLD, not a
+    // communicator of the program's.
+    if (options.mpi_communicator.has_value()) environment.launcher.reset();
     const WorkerPlacement placement = reconcile_cluster(environment, rank_, size_);
     chief_ = placement.is_chief;
   }
