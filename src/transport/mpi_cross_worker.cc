@@ -123,8 +123,13 @@ class MpiProcess {
     MPI_Finalized(&finalized);
     if (finalized != 0) return;
     // Operations abandoned by a broken channel cannot complete: finalizing
-    // could hang, so the job ends with an error status instead.
-    if (broken_) MPI_Abort(MPI_COMM_WORLD, 1);
+    // could hang, so the job ends with an error status instead, after a
+    // moment in which the workers told of this one's failure can raise and
+    // report their own errors (the abort ends every process of the job).
+    if (broken_) {
+      std::this_thread::sleep_for(std::chrono::seconds(1));
+      MPI_Abort(MPI_COMM_WORLD, 1);
+    }
     if (owner_) MPI_Finalize();
   }
 
@@ -150,8 +155,13 @@ class MpiCrossWorker final : public CrossWorker {
     // The launcher's rank and size describe MPI_COMM_WORLD, not a
     // communicator of the program's.
     if (options.mpi_communicator.has_value()) environment.launcher.reset();
-    const WorkerPlacement placement = reconcile_cluster(environment, rank_, size_);
-    chief_ = placement.is_chief;
+    try {
+      chief_ = reconcile_cluster(environment, rank_, size_).is_chief;
+    } catch (...) {
+      MPI_Comm_free(&data_);
+      MPI_Comm_free(&control_);
+      throw;
+    }
   }
 
   ~MpiCrossWorker() override {
@@ -159,6 +169,34 @@ class MpiCrossWorker final : public CrossWorker {
     int finalized = 0;
     MPI_Finalized(&finalized);
     if (finalized != 0 || broken_) return;  // a broken channel's requests may still use them
+    // Tell the peers this worker is gone: one still waiting for it in a
+    // collective raises UnavailableError at once instead of at its deadline
+    // (after a clean end nobody reads the notice).
+    if (!reported_ && size_ > 1) {
+      auto text = std::make_unique<std::string>(
+          "worker " + std::to_string(rank_) +
+          " left: its MultiWorkerMirroredStrategy was destroyed (the program ended or moved on)");
+      std::vector<MPI_Request> sends;
+      for (int p = 0; p < size_; ++p) {
+        if (p == rank_) continue;
+        sends.push_back(MPI_REQUEST_NULL);
+        MPI_Isend(text->data(), static_cast<int>(text->size()), MPI_CHAR, p, kFailureTag, control_, &sends.back());
+      }
+      // Small messages complete at once (eager); never block on a dead peer.
+      int done = 0;
+      const auto until = Clock::now() + std::chrono::milliseconds(20);
+      while (done == 0 && Clock::now() < until) {
+        MPI_Testall(static_cast<int>(sends.size()), sends.data(), &done, MPI_STATUSES_IGNORE);
+      }
+      if (done == 0) {
+        // MPI still reads the text: leave it (and the communicators) to MPI.
+        for (MPI_Request& r : sends) {
+          if (r != MPI_REQUEST_NULL) MPI_Request_free(&r);
+        }
+        (void)text.release();
+        return;
+      }
+    }
     MPI_Comm_free(&data_);
     MPI_Comm_free(&control_);
   }
@@ -347,6 +385,12 @@ class MpiCrossWorker final : public CrossWorker {
 
   std::uint64_t next_seq(const char* what) {
     std::lock_guard<std::mutex> lock(process_.mutex());
+    if (!kept_report_.empty() && !broken_) {
+      const std::string msg = std::string("cross-worker ") + what + " #" + std::to_string(seq_ + 1) + " on worker " +
+                              std::to_string(rank_) + " failed: " + kept_report_;
+      break_channel_locked(msg);
+      throw UnavailableError(msg);
+    }
     if (broken_) {
       throw FailedPreconditionError(std::string("cross-worker ") + what + " on worker " + std::to_string(rank_) +
                                     ": the channel between the workers broke earlier (" + broken_reason_ +
@@ -423,24 +467,7 @@ class MpiCrossWorker final : public CrossWorker {
     for (unsigned round = 0;; ++round) {
       {
         std::lock_guard<std::mutex> lock(process_.mutex());
-        // Test the requests in order up to the first one still pending: one
-        // MPI_Test drives MPI's progress for all of them.
-        bool all_done = true;
-        for (MPI_Request& r : requests.requests) {
-          if (r == MPI_REQUEST_NULL) continue;
-          int done = 0;
-          MPI_Status status;
-          const int code = MPI_Test(&r, &done, &status);
-          // A truncated receive (a peer's larger buffer) completes: the
-          // header check that follows names the mismatch.
-          if (code != MPI_SUCCESS && error_class(code) != MPI_ERR_TRUNCATE) check_mpi(code, "MPI_Test");
-          if (code != MPI_SUCCESS) r = MPI_REQUEST_NULL;
-          if (r != MPI_REQUEST_NULL) {
-            all_done = false;
-            break;
-          }
-        }
-        if (all_done) return;
+        if (test_locked(requests)) return;
         // Failure reports are rare: look every 32 polls (a few microseconds).
         if ((round % 32) == 31) check_failure_reports_locked(what, seq, requests);
       }
@@ -471,7 +498,27 @@ class MpiCrossWorker final : public CrossWorker {
     }
   }
 
-  // Raises UnavailableError when a peer reported a failure.
+  // True when every request completed. Tests them in order up to the first
+  // one still pending: one MPI_Test drives MPI's progress for all of them.
+  bool test_locked(Requests& requests) {
+    for (MPI_Request& r : requests.requests) {
+      if (r == MPI_REQUEST_NULL) continue;
+      int done = 0;
+      MPI_Status status;
+      const int code = MPI_Test(&r, &done, &status);
+      // A truncated receive (a peer's larger buffer) completes: the header
+      // check that follows names the mismatch.
+      if (code != MPI_SUCCESS && error_class(code) != MPI_ERR_TRUNCATE) check_mpi(code, "MPI_Test");
+      if (code != MPI_SUCCESS) r = MPI_REQUEST_NULL;
+      if (r != MPI_REQUEST_NULL) return false;
+    }
+    return true;
+  }
+
+  // Raises UnavailableError when a peer reported a failure, unless this
+  // step's messages all arrive within a short grace (a report can overtake
+  // the last data a peer sent before leaving): then the report is kept and
+  // raised by the next collective.
   void check_failure_reports_locked(const char* what, std::uint64_t seq, Requests& requests) {
     int flag = 0;
     MPI_Status status;
@@ -481,6 +528,13 @@ class MpiCrossWorker final : public CrossWorker {
     MPI_Get_count(&status, MPI_CHAR, &length);
     std::string text(static_cast<std::size_t>(std::max(length, 0)), '\0');
     MPI_Recv(text.data(), length, MPI_CHAR, status.MPI_SOURCE, kFailureTag, control_, MPI_STATUS_IGNORE);
+    const auto grace_end = Clock::now() + std::chrono::milliseconds(10);
+    while (Clock::now() < grace_end) {
+      if (test_locked(requests)) {
+        kept_report_ = "worker " + std::to_string(status.MPI_SOURCE) + " reported a failure (" + text + ")";
+        return;
+      }
+    }
     const std::string msg = std::string("cross-worker ") + what + " #" + std::to_string(seq) + " on worker " +
                             std::to_string(rank_) + " failed: worker " + std::to_string(status.MPI_SOURCE) +
                             " reported a failure (" + text + ")";
@@ -540,6 +594,7 @@ class MpiCrossWorker final : public CrossWorker {
   std::vector<std::byte> scratch_;
   bool broken_ = false;
   bool reported_ = false;
+  std::string kept_report_;  // a peer's report received after a step's data
   std::string broken_reason_;
   std::string failure_text_;
 };

@@ -6,12 +6,15 @@
 //   stuck  worker 1 sleeps past the collective timeout (2 s): worker 0 raises
 //          DeadlineExceededError naming worker 1;
 //   kill   worker 1 is killed (SIGKILL): the job ends with a non-zero status
-//          (mpirun, or worker 0's deadline, whichever comes first).
+//          (mpirun, or worker 0's deadline, whichever comes first);
+//   exit   worker 1's program ends early (its strategy is destroyed): worker
+//          0 raises UnavailableError naming worker 1 at once.
 // Worker 0 prints "worker 0: <ErrorType> after <ms> ms: <message>".
 #include <chrono>
 #include <csignal>
 #include <cstring>
 #include <iostream>
+#include <memory>
 #include <stdexcept>
 #include <string>
 #include <thread>
@@ -22,16 +25,22 @@ namespace dist = distribute;
 
 int main(int argc, char** argv) {
   const std::string mode = argc > 1 ? argv[1] : "";
-  if (mode != "throw" && mode != "stuck" && mode != "kill") {
-    std::cerr << "usage: multi_worker_fault throw|stuck|kill\n";
+  if (mode != "throw" && mode != "stuck" && mode != "kill" && mode != "exit") {
+    std::cerr << "usage: multi_worker_fault throw|stuck|kill|exit\n";
     return 2;
   }
   dist::MultiWorkerOptions options;
   options.communication.timeout_seconds = mode == "kill" ? 10.0 : 2.0;
-  dist::MultiWorkerMirroredStrategy strategy(options);
+  auto owned = std::make_unique<dist::MultiWorkerMirroredStrategy>(options);
+  dist::MultiWorkerMirroredStrategy& strategy = *owned;
   // One collective that works, so that both workers are past start-up.
   strategy.run([] { dist::get_replica_context()->all_reduce(dist::ReduceOp::SUM, dist::Tensor{1.f}); });
   const int w = strategy.worker_index();
+  if (mode == "exit" && w == 1) {
+    owned.reset();
+    std::cout << "worker 1: left" << std::endl;
+    return 0;
+  }
   const auto start = std::chrono::steady_clock::now();
   try {
     strategy.run([&] {

@@ -2,7 +2,7 @@
 # Runs multi_worker_fault <mode> as 2 workers under mpirun and checks that the
 # job ends with a non-zero status, within its bound, with the expected error
 # on worker 0.
-# Usage: run_fault.sh <mpiexec> <multi_worker_fault> throw|stuck|kill
+# Usage: run_fault.sh <mpiexec> <multi_worker_fault> throw|stuck|kill|exit
 set -u
 mpiexec=$1 program=$2 mode=$3
 start=$(date +%s%N)
@@ -30,6 +30,13 @@ case $mode in
     grep -q "nothing received from worker(s) \[1\]" <<<"$out" || fail "the message does not name worker 1"
     [ "$ms" -ge 1900 ] && [ "$ms" -lt 4000 ] || fail "worker 0 waited $ms ms (timeout: 2000 ms)"
     [ "$elapsed" -lt 20000 ] || fail "the job took $elapsed ms to end"
+    ;;
+  exit)
+    ms=$(waited UNAVAILABLE)
+    [ -n "$ms" ] || fail "worker 0 did not raise UnavailableError"
+    grep -q "worker 1 reported a failure (worker 1 left: its MultiWorkerMirroredStrategy was destroyed" <<<"$out" \
+      || fail "the message does not say that worker 1 left"
+    [ "$ms" -lt 1000 ] || fail "worker 0 waited $ms ms (bound: 1000 ms)"
     ;;
   kill)
     [ "$elapsed" -lt 20000 ] || fail "the job took $elapsed ms to end (collective timeout: 10 s)"
