@@ -46,6 +46,13 @@ class DatasetNode;
 class ElementIterator;
 }  // namespace internal
 
+// How load_csv and Dataset::from_csv_files read a CSV file.
+struct CsvOptions {
+  char delimiter = ',';
+  // Skip the first line (column names).
+  bool header = false;
+};
+
 class Dataset {
  public:
   // Produces the elements of one iteration, then std::nullopt.
@@ -68,6 +75,12 @@ class Dataset {
   // make() is called at the start of every iteration; the generator it returns
   // yields the elements until it returns std::nullopt.
   static Dataset from_generator(std::function<Generator()> make);
+  // The rows of numeric CSV files, file after file (each a float64 vector;
+  // a file is read, as load_csv reads it, when the iteration reaches it). A
+  // source that reads a list of files: a multi-worker strategy's
+  // experimental_distribute_dataset can shard it by files
+  // (AutoShardPolicy::FILE, and AUTO). InvalidArgumentError for an empty list.
+  static Dataset from_csv_files(std::vector<std::string> paths, CsvOptions options = {});
 
   // --- Transformations -----------------------------------------------------
   // Stacks `batch_size` consecutive elements component-wise (a new axis 0).
@@ -153,12 +166,6 @@ class Dataset {
 };
 
 // --- Files ---------------------------------------------------------------
-
-struct CsvOptions {
-  char delimiter = ',';
-  // Skip the first line (column names).
-  bool header = false;
-};
 
 // Reads a numeric CSV file into a float64 Tensor of shape [rows, columns].
 // Every line must have the same number of fields. Raises NotFoundError when

@@ -71,10 +71,13 @@ class InputContext {
 // TF's tf.data.experimental.AutoShardPolicy: how
 // experimental_distribute_dataset divides a dataset among the workers of a
 // multi-worker strategy (one worker: no effect).
-//   AUTO  FILE for a dataset read from a list of files, else DATA; every
-//         dataset here is in memory, so DATA.
-//   FILE  each worker reads its share of the files. No dataset source here
-//         reads a list of files yet: InvalidArgumentError.
+//   AUTO  FILE for a dataset that reads a list of files (at least one per
+//         worker), else DATA.
+//   FILE  worker w reads files w, w + W, ... of the file source
+//         (Dataset::from_csv_files) under the dataset's transformations; its
+//         batches are then cut into its replicas' shares as one worker's
+//         would be. InvalidArgumentError for a dataset without a file source
+//         or with fewer files than workers.
 //   DATA  every worker reads everything; each global batch is cut into
 //         num_replicas_in_sync pieces of ceil(B/N) rows (TF's legacy rebatch)
 //         and worker w keeps pieces w, w + W, ... (replica r of worker w gets

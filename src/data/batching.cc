@@ -133,10 +133,13 @@ std::optional<Element> ElementIterator::next_batch(std::int64_t n, std::vector<E
 
 namespace {
 
-class BatchNode final : public DatasetNode {
+class BatchNode final : public UnaryNode {
  public:
+  std::shared_ptr<const DatasetNode> with_input(Dataset input) const override {
+    return copy_with_input<BatchNode>(std::move(input));
+  }
   BatchNode(Dataset input, std::int64_t batch_size, bool drop_remainder)
-      : input_(std::move(input)), batch_size_(batch_size), drop_remainder_(drop_remainder) {}
+      : UnaryNode(std::move(input)), batch_size_(batch_size), drop_remainder_(drop_remainder) {}
 
   std::unique_ptr<ElementIterator> make_iterator() const override {
     class It final : public ElementIterator {
@@ -165,14 +168,16 @@ class BatchNode final : public DatasetNode {
   }
 
  private:
-  Dataset input_;
   std::int64_t batch_size_;
   bool drop_remainder_;
 };
 
-class UnbatchNode final : public DatasetNode {
+class UnbatchNode final : public UnaryNode {
  public:
-  explicit UnbatchNode(Dataset input) : input_(std::move(input)) {}
+  std::shared_ptr<const DatasetNode> with_input(Dataset input) const override {
+    return copy_with_input<UnbatchNode>(std::move(input));
+  }
+  explicit UnbatchNode(Dataset input) : UnaryNode(std::move(input)) {}
   std::unique_ptr<ElementIterator> make_iterator() const override {
     class It final : public ElementIterator {
      public:
@@ -198,15 +203,16 @@ class UnbatchNode final : public DatasetNode {
     return std::make_unique<It>(iterate(input_));
   }
   std::string describe() const override { return "Unbatch <- " + input_.describe(); }
-
- private:
-  Dataset input_;
+  std::optional<std::int64_t> static_batch_size() const override { return std::nullopt; }
 };
 
-class RebatchNode final : public DatasetNode {
+class RebatchNode final : public UnaryNode {
  public:
+  std::shared_ptr<const DatasetNode> with_input(Dataset input) const override {
+    return copy_with_input<RebatchNode>(std::move(input));
+  }
   RebatchNode(Dataset input, std::vector<std::int64_t> sizes, bool drop_remainder)
-      : input_(std::move(input)), sizes_(std::move(sizes)), drop_remainder_(drop_remainder) {}
+      : UnaryNode(std::move(input)), sizes_(std::move(sizes)), drop_remainder_(drop_remainder) {}
 
   std::unique_ptr<ElementIterator> make_iterator() const override {
     class It final : public ElementIterator {
@@ -285,7 +291,6 @@ class RebatchNode final : public DatasetNode {
   }
 
  private:
-  Dataset input_;
   std::vector<std::int64_t> sizes_;
   bool drop_remainder_;
 };

@@ -39,7 +39,43 @@ class DatasetNode {
   // known batch; nullopt otherwise.
   virtual std::optional<std::int64_t> static_batch_size() const { return std::nullopt; }
   virtual std::string describe() const = 0;
+
+  // The pipeline as a chain, for rewrites (file sharding): the dataset this
+  // node reads (nullptr for a source), and this node reading another one.
+  virtual const Dataset* input() const { return nullptr; }
+  virtual std::shared_ptr<const DatasetNode> with_input(Dataset input) const;
+  // A source that reads a list of files: how many, and the same source over
+  // the files i with i % num_shards == index. 0 / nullptr for other nodes.
+  virtual std::size_t num_files() const { return 0; }
+  virtual std::shared_ptr<const DatasetNode> shard_files(int num_shards, int index) const;
 };
+
+// Base of the nodes that read one dataset; by default they keep its batch
+// size.
+class UnaryNode : public DatasetNode {
+ public:
+  explicit UnaryNode(Dataset input) : input_(std::move(input)) {}
+  std::optional<std::int64_t> static_batch_size() const override { return input_.static_batch_size(); }
+  const Dataset* input() const override { return &input_; }
+
+ protected:
+  // with_input() of a copyable node type: a copy reading `input`.
+  template <class Self>
+  std::shared_ptr<const DatasetNode> copy_with_input(Dataset input) const {
+    auto copy = std::make_shared<Self>(static_cast<const Self&>(*this));
+    copy->input_ = std::move(input);
+    return copy;
+  }
+
+  Dataset input_;
+};
+
+// The file source under `dataset`'s transformations, if it has one.
+const DatasetNode* find_file_source(const Dataset& dataset);
+// `dataset` with its file source reading only the files i with
+// i % num_shards == index (every transformation above it kept); requires
+// find_file_source(dataset).
+Dataset shard_by_files(const Dataset& dataset, int num_shards, int index);
 
 // A fresh iterator over `dataset`.
 inline std::unique_ptr<ElementIterator> iterate(const Dataset& dataset) { return dataset.node()->make_iterator(); }

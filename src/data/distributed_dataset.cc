@@ -60,9 +60,13 @@ class StepSource {
 namespace {
 
 // TF's legacy rebatch: each element split into N pieces of ceil(B/N) rows.
-class SplitNode final : public DatasetNode {
+class SplitNode final : public UnaryNode {
  public:
-  SplitNode(Dataset input, int pieces) : input_(std::move(input)), pieces_(pieces) {}
+  SplitNode(Dataset input, int pieces) : UnaryNode(std::move(input)), pieces_(pieces) {}
+  std::shared_ptr<const DatasetNode> with_input(Dataset input) const override {
+    return copy_with_input<SplitNode>(std::move(input));
+  }
+  std::optional<std::int64_t> static_batch_size() const override { return std::nullopt; }
   std::unique_ptr<ElementIterator> make_iterator() const override {
     class It final : public ElementIterator {
      public:
@@ -102,7 +106,6 @@ class SplitNode final : public DatasetNode {
   std::string describe() const override { return "Split(" + std::to_string(pieces_) + ") <- " + input_.describe(); }
 
  private:
-  Dataset input_;
   int pieces_;
 };
 
@@ -251,22 +254,43 @@ DistributedDataset Strategy::experimental_distribute_dataset(const Dataset& data
 DistributedDataset Strategy::distribute_across_workers(const Dataset& dataset, const InputOptions& options) {
   const int n = num_replicas_in_sync();
   const int r = num_local_replicas();
-  const auto split = [&] { return Dataset(std::make_shared<internal::SplitNode>(dataset, n)); };
+  const auto split = [&](const Dataset& d) { return Dataset(std::make_shared<internal::SplitNode>(d, n)); };
+  // Each worker's batches cut into its replicas' shares (TF's rebatch of a
+  // worker's own data).
+  const auto rebatch_for_worker = [&](const Dataset& d) {
+    if (std::optional<std::int64_t> global = d.static_batch_size()) {
+      return d.rebatch(batch_sizes_for_worker(*global, num_workers(), r, worker_index()));
+    }
+    return split(d);
+  };
+  const internal::DatasetNode* files = internal::find_file_source(dataset);
+  const auto by_files = [&] {
+    return rebatch_for_worker(internal::shard_by_files(dataset, num_workers(), worker_index()));
+  };
   const Dataset per_worker = [&] {
     switch (options.auto_shard_policy) {
-      case AutoShardPolicy::AUTO:  // every source here is in memory: DATA
+      case AutoShardPolicy::AUTO:
+        // FILE when the dataset reads at least one file per worker, else DATA.
+        if (files != nullptr && files->num_files() >= static_cast<std::size_t>(num_workers())) return by_files();
+        return split(dataset).shard(num_workers(), worker_index());
       case AutoShardPolicy::DATA:
-        return split().shard(num_workers(), worker_index());
+        return split(dataset).shard(num_workers(), worker_index());
       case AutoShardPolicy::OFF:
-        if (std::optional<std::int64_t> global = dataset.static_batch_size()) {
-          return dataset.rebatch(batch_sizes_for_worker(*global, num_workers(), r, worker_index()));
-        }
-        return split();
+        return rebatch_for_worker(dataset);
       case AutoShardPolicy::FILE:
-        break;
+        if (files == nullptr) {
+          throw InvalidArgumentError("experimental_distribute_dataset: AutoShardPolicy::FILE needs a dataset that "
+                                     "reads a list of files (Dataset::from_csv_files), got " + dataset.describe() +
+                                     "; use AutoShardPolicy::DATA (or AUTO)");
+        }
+        if (files->num_files() < static_cast<std::size_t>(num_workers())) {
+          throw InvalidArgumentError("experimental_distribute_dataset: AutoShardPolicy::FILE expected at least one "
+                                     "file per worker (" + std::to_string(num_workers()) + "), got " +
+                                     std::to_string(files->num_files()) + " files; use AutoShardPolicy::DATA");
+        }
+        return by_files();
     }
-    throw InvalidArgumentError("experimental_distribute_dataset: AutoShardPolicy::FILE needs a dataset read from a "
-                               "list of files, got " + dataset.describe() + "; use AutoShardPolicy::DATA (or AUTO)");
+    throw InternalError("experimental_distribute_dataset: unknown AutoShardPolicy");
   }();
   DistributedDataset out(per_worker, r, options);
   out.agreement_ = std::make_shared<internal::WorkerAgreement>(cross_worker_, *communication_options_.timeout_seconds, r);

@@ -1,5 +1,6 @@
 // Dataset sources and iteration entry points.
 #include <algorithm>
+#include <string>
 #include <utility>
 
 #include "data/dataset_node.h"
@@ -55,6 +56,48 @@ class TensorSlicesNode final : public DatasetNode {
  private:
   std::vector<Tensor> components_;
   bool is_tuple_;
+};
+
+// The rows of CSV files, one file loaded at a time.
+class CsvFilesNode final : public DatasetNode {
+ public:
+  CsvFilesNode(std::vector<std::string> paths, CsvOptions options) : paths_(std::move(paths)), options_(options) {}
+
+  std::unique_ptr<ElementIterator> make_iterator() const override {
+    class It final : public ElementIterator {
+     public:
+      It(std::vector<std::string> paths, CsvOptions options) : paths_(std::move(paths)), options_(options) {}
+      std::optional<Element> next() override {
+        while (!rows_.has_value() || row_ >= rows_->dim(0)) {
+          if (file_ >= paths_.size()) return std::nullopt;
+          rows_ = load_csv(paths_[file_++], options_);
+          row_ = 0;
+        }
+        return Element((*rows_)[row_++]);
+      }
+
+     private:
+      std::vector<std::string> paths_;
+      CsvOptions options_;
+      std::size_t file_ = 0;
+      std::optional<Tensor> rows_;
+      std::int64_t row_ = 0;
+    };
+    return std::make_unique<It>(paths_, options_);
+  }
+  std::string describe() const override { return "CsvFiles(" + std::to_string(paths_.size()) + " files)"; }
+  std::size_t num_files() const override { return paths_.size(); }
+  std::shared_ptr<const DatasetNode> shard_files(int num_shards, int index) const override {
+    std::vector<std::string> mine;
+    for (std::size_t i = static_cast<std::size_t>(index); i < paths_.size(); i += static_cast<std::size_t>(num_shards)) {
+      mine.push_back(paths_[i]);
+    }
+    return std::make_shared<CsvFilesNode>(std::move(mine), options_);
+  }
+
+ private:
+  std::vector<std::string> paths_;
+  CsvOptions options_;
 };
 
 class TensorsNode final : public DatasetNode {
@@ -138,6 +181,29 @@ class GeneratorNode final : public DatasetNode {
 };
 
 }  // namespace
+
+std::shared_ptr<const DatasetNode> DatasetNode::with_input(Dataset /*input*/) const {
+  throw InternalError("DatasetNode::with_input on a node without an input: " + describe());
+}
+
+std::shared_ptr<const DatasetNode> DatasetNode::shard_files(int /*num_shards*/, int /*index*/) const {
+  throw InternalError("DatasetNode::shard_files on a node that reads no files: " + describe());
+}
+
+const DatasetNode* find_file_source(const Dataset& dataset) {
+  for (const DatasetNode* node = dataset.node().get(); node != nullptr;
+       node = node->input() != nullptr ? node->input()->node().get() : nullptr) {
+    if (node->num_files() > 0) return node;
+  }
+  return nullptr;
+}
+
+Dataset shard_by_files(const Dataset& dataset, int num_shards, int index) {
+  const DatasetNode& node = *dataset.node();
+  if (node.num_files() > 0) return Dataset(node.shard_files(num_shards, index));
+  return Dataset(node.with_input(shard_by_files(*node.input(), num_shards, index)));
+}
+
 }  // namespace internal
 
 Dataset::Dataset(std::shared_ptr<const internal::DatasetNode> node) : node_(std::move(node)) {}
@@ -170,6 +236,11 @@ Dataset Dataset::from_tensor_slices(std::vector<Tensor> components) {
 
 Dataset Dataset::from_tensors(Element element) {
   return Dataset(std::make_shared<internal::TensorsNode>(std::move(element)));
+}
+
+Dataset Dataset::from_csv_files(std::vector<std::string> paths, CsvOptions options) {
+  if (paths.empty()) throw InvalidArgumentError("Dataset::from_csv_files: expected at least one file, got none");
+  return Dataset(std::make_shared<internal::CsvFilesNode>(std::move(paths), options));
 }
 
 Dataset Dataset::range(std::int64_t stop) { return range(0, stop, 1); }

@@ -17,16 +17,6 @@ namespace distribute {
 namespace internal {
 namespace {
 
-// Base of nodes with one input that keep its batch size.
-class UnaryNode : public DatasetNode {
- public:
-  explicit UnaryNode(Dataset input) : input_(std::move(input)) {}
-  std::optional<std::int64_t> static_batch_size() const override { return input_.static_batch_size(); }
-
- protected:
-  Dataset input_;
-};
-
 using MapFn = std::function<Element(const Element&)>;
 
 class MapIt final : public ElementIterator {
@@ -162,6 +152,9 @@ class ParallelMapIt final : public ElementIterator {
 
 class MapNode final : public UnaryNode {
  public:
+  std::shared_ptr<const DatasetNode> with_input(Dataset input) const override {
+    return copy_with_input<MapNode>(std::move(input));
+  }
   MapNode(Dataset input, MapFn fn, std::size_t parallelism)
       : UnaryNode(std::move(input)), fn_(std::make_shared<const MapFn>(std::move(fn))), parallelism_(parallelism) {}
   std::unique_ptr<ElementIterator> make_iterator() const override {
@@ -181,6 +174,9 @@ using Predicate = std::function<bool(const Element&)>;
 
 class FilterNode final : public UnaryNode {
  public:
+  std::shared_ptr<const DatasetNode> with_input(Dataset input) const override {
+    return copy_with_input<FilterNode>(std::move(input));
+  }
   FilterNode(Dataset input, Predicate predicate)
       : UnaryNode(std::move(input)), predicate_(std::make_shared<const Predicate>(std::move(predicate))) {}
   std::unique_ptr<ElementIterator> make_iterator() const override {
@@ -216,6 +212,10 @@ std::uint64_t mix(std::uint64_t x) {
 
 class ShuffleNode final : public UnaryNode {
  public:
+  // (A new node: its epoch counter starts over, as for any new dataset.)
+  std::shared_ptr<const DatasetNode> with_input(Dataset input) const override {
+    return std::make_shared<ShuffleNode>(std::move(input), buffer_size_, seed_, reshuffle_);
+  }
   ShuffleNode(Dataset input, std::int64_t buffer_size, std::uint64_t seed, bool reshuffle)
       : UnaryNode(std::move(input)), buffer_size_(buffer_size), seed_(seed), reshuffle_(reshuffle) {}
 
@@ -267,6 +267,9 @@ class ShuffleNode final : public UnaryNode {
 
 class RepeatNode final : public UnaryNode {
  public:
+  std::shared_ptr<const DatasetNode> with_input(Dataset input) const override {
+    return copy_with_input<RepeatNode>(std::move(input));
+  }
   RepeatNode(Dataset input, std::int64_t count) : UnaryNode(std::move(input)), count_(count) {}
   std::unique_ptr<ElementIterator> make_iterator() const override {
     class It final : public ElementIterator {
@@ -308,6 +311,9 @@ class RepeatNode final : public UnaryNode {
 // take, skip and shard: keep the elements whose input position passes a test.
 class SelectNode final : public UnaryNode {
  public:
+  std::shared_ptr<const DatasetNode> with_input(Dataset input) const override {
+    return copy_with_input<SelectNode>(std::move(input));
+  }
   enum class Kind { kTake, kSkip, kShard };
   SelectNode(Dataset input, Kind kind, std::int64_t a, std::int64_t b)
       : UnaryNode(std::move(input)), kind_(kind), a_(a), b_(b) {}
@@ -350,6 +356,9 @@ class SelectNode final : public UnaryNode {
 
 class PrefetchNode final : public UnaryNode {
  public:
+  std::shared_ptr<const DatasetNode> with_input(Dataset input) const override {
+    return copy_with_input<PrefetchNode>(std::move(input));
+  }
   PrefetchNode(Dataset input, std::size_t depth) : UnaryNode(std::move(input)), depth_(depth) {}
   std::unique_ptr<ElementIterator> make_iterator() const override {
     class It final : public ElementIterator {

@@ -10,6 +10,7 @@
 #include <string>
 #include <vector>
 
+#include "data/dataset_node.h"
 #include "distribute/dataset.h"
 #include "distribute/errors.h"
 #include "distribute/tensor.h"
@@ -234,6 +235,41 @@ TEST_F(CsvTest, DigitsWithABadLabelIsAnError) {
               HasSubstr("label"));
   EXPECT_THROW(load_digits(Write("l15.csv", row + "1.5\n")), InvalidArgumentError);
   EXPECT_THROW(load_digits(Write("lneg.csv", row + "-1\n")), InvalidArgumentError);
+}
+
+TEST_F(CsvTest, FromCsvFilesReadsTheRowsOfEveryFileInOrder) {
+  const std::string a = Write("a.csv", "1,2\n3,4\n");
+  const std::string b = Write("b.csv", "5,6\n");
+  std::vector<std::vector<double>> rows;
+  for (const Element& e : Dataset::from_csv_files({a, b})) rows.push_back(testing::values_of<double>(e.tensor()));
+  EXPECT_EQ(rows, (std::vector<std::vector<double>>{{1, 2}, {3, 4}, {5, 6}}));
+  EXPECT_THAT(message_of<InvalidArgumentError>([] { Dataset::from_csv_files({}); }), HasSubstr("at least one file"));
+  // A missing file is found when the iteration reaches it.
+  auto it = Dataset::from_csv_files({a, a + ".missing"}).make_iterator();
+  it.get_next();
+  it.get_next();
+  EXPECT_THROW(it.get_next(), NotFoundError);
+}
+
+TEST_F(CsvTest, ShardingByFilesKeepsEveryTransformation) {
+  std::vector<std::string> files;
+  for (int f = 0; f < 5; ++f) files.push_back(Write("f" + std::to_string(f) + ".csv", std::to_string(10 * f) + "\n" +
+                                                                                   std::to_string(10 * f + 1) + "\n"));
+  const Dataset pipeline =
+      Dataset::from_csv_files(files).map([](const Element& e) { return Element(e.tensor() + 1.0); }).batch(3);
+  ASSERT_NE(internal::find_file_source(pipeline), nullptr);
+  EXPECT_EQ(internal::find_file_source(pipeline)->num_files(), 5u);
+  EXPECT_EQ(internal::find_file_source(Dataset::range(4).batch(2)), nullptr);
+  // Shard 1 of 2 reads files 1 and 3: rows 10, 11, 30, 31, plus one.
+  std::vector<double> seen;
+  std::vector<std::int64_t> batch_rows;
+  for (const Element& e : internal::shard_by_files(pipeline, 2, 1)) {
+    batch_rows.push_back(e.tensor().dim(0));
+    for (double v : testing::values_of<double>(e.tensor())) seen.push_back(v);
+  }
+  EXPECT_EQ(seen, (std::vector<double>{11, 12, 31, 32}));
+  EXPECT_EQ(batch_rows, (std::vector<std::int64_t>{3, 1}));
+  EXPECT_EQ(internal::shard_by_files(pipeline, 2, 1).static_batch_size(), 3);
 }
 
 }  // namespace

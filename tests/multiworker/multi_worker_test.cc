@@ -5,8 +5,12 @@
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
 
+#include <unistd.h>
+
 #include <algorithm>
 #include <cstdint>
+#include <cstdio>
+#include <fstream>
 #include <cstdlib>
 #include <optional>
 #include <utility>
@@ -314,7 +318,54 @@ TEST(MultiWorker, OffShardingGivesEveryWorkerTheWholeDataset) {
   InputOptions file;
   file.auto_shard_policy = AutoShardPolicy::FILE;
   EXPECT_THAT(message_of<InvalidArgumentError>([&] { s.experimental_distribute_dataset(Dataset::range(4).batch(2), file); }),
-              HasSubstr("AutoShardPolicy::FILE"));
+              HasSubstr("needs a dataset that reads a list of files"));
+}
+
+// CSV files of one column under a directory of this rank's: file f holds
+// rows 100 f, 100 f + 1.
+std::vector<std::string> write_files(int count) {
+  std::string dir = ::testing::TempDir();
+  if (!dir.empty() && dir.back() != '/') dir += '/';
+  std::vector<std::string> paths;
+  for (int f = 0; f < count; ++f) {
+    paths.push_back(dir + "distribute_mw_" + std::to_string(::getpid()) + "_" + std::to_string(f) + ".csv");
+    std::ofstream(paths.back()) << 100 * f << "\n" << 100 * f + 1 << "\n";
+  }
+  return paths;
+}
+
+TEST(MultiWorker, FileShardingGivesEachWorkerItsFiles) {
+  MultiWorkerMirroredStrategy& s = strategy();
+  const int workers = s.num_workers(), w = s.worker_index();
+  const std::vector<std::string> files = write_files(2 * workers);
+  for (AutoShardPolicy policy : {AutoShardPolicy::FILE, AutoShardPolicy::AUTO}) {
+    InputOptions options;
+    options.auto_shard_policy = policy;
+    std::vector<double> seen;
+    for (const auto& step : s.experimental_distribute_dataset(Dataset::from_csv_files(files).batch(2), options)) {
+      for (const Element& e : step) {
+        for (double v : values_of<double>(e.tensor())) seen.push_back(v);
+      }
+    }
+    // Worker w reads files w and w + W, and nothing else.
+    std::sort(seen.begin(), seen.end());
+    EXPECT_EQ(seen, (std::vector<double>{100. * w, 100. * w + 1, 100. * (w + workers), 100. * (w + workers) + 1}));
+  }
+  // Fewer files than workers: FILE raises, AUTO falls back to DATA.
+  const std::vector<std::string> one(files.begin(), files.begin() + 1);
+  InputOptions file;
+  file.auto_shard_policy = AutoShardPolicy::FILE;
+  EXPECT_THAT(message_of<InvalidArgumentError>(
+                  [&] { s.experimental_distribute_dataset(Dataset::from_csv_files(one).batch(2), file); }),
+              HasSubstr("at least one file per worker"));
+  std::int64_t rows = 0;
+  for (const auto& step : s.experimental_distribute_dataset(Dataset::from_csv_files(one).batch(2))) {
+    for (const Element& e : step) rows += e.tensor().dim(0);
+  }
+  std::vector<Tensor> parts(static_cast<std::size_t>(g_local), Tensor(std::int64_t{0}));
+  parts[0] = Tensor(rows);
+  EXPECT_EQ(s.reduce(ReduceOp::SUM, PerReplica<Tensor>(parts)), Tensor(std::int64_t{2}));
+  for (const std::string& f : files) std::remove(f.c_str());
 }
 
 TEST(MultiWorker, WorkersWithLessDataGetEmptyBatchesUntilEveryWorkerIsDone) {
