@@ -9,6 +9,7 @@ packages=(
   libbenchmark-dev libeigen3-dev # bench/ (Eigen: the MLP step the input benchmark compares against)
   openmpi-bin libopenmpi-dev     # MPI reference benchmark now, MultiWorkerMirroredStrategy later
   nlohmann-json3-dev             # parses TF_CONFIG (src/cluster/); header-only, build-time only
+  libisal-dev                    # ISA-L's CRC32C for checkpoints (src/checkpoint/); linked by consumers too
 )
 
 missing=()

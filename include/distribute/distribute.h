@@ -1,6 +1,7 @@
 // Umbrella header: everything a user of the library needs.
 #pragma once
 
+#include "distribute/checkpoint.h"
 #include "distribute/cluster_resolver.h"
 #include "distribute/dataset.h"
 #include "distribute/device.h"

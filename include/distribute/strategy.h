@@ -211,6 +211,7 @@ class Strategy {
   friend class StrategyScope;
   friend class ReplicaContext;
   friend class Variable;
+  friend class Checkpoint;  // multi-worker save and restore
   friend ReplicaContext* get_replica_context();
 
   ReplicaContext& replica_context(int replica) { return *replica_contexts_[static_cast<std::size_t>(replica)]; }

@@ -95,6 +95,10 @@ class Variable {
   struct State;
 
  private:
+  friend class Checkpoint;
+  // The strategy whose replicas hold the components; nullptr for an
+  // ordinary variable.
+  Strategy* distributed_strategy() const noexcept;
   enum class Update { kAssign, kAdd, kSub };
   Tensor update(Update kind, const Tensor& value);
   std::shared_ptr<State> state_;

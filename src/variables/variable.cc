@@ -103,6 +103,7 @@ bool Variable::is_mirrored() const noexcept {
 bool Variable::is_sync_on_read() const noexcept {
   return state_->strategy != nullptr && state_->synchronization == VariableSynchronization::ON_READ;
 }
+Strategy* Variable::distributed_strategy() const noexcept { return state_->strategy; }
 int Variable::num_components() const noexcept { return static_cast<int>(state_->components.size()); }
 std::vector<Tensor> Variable::values() const { return state_->components; }
 

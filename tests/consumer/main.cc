@@ -1,7 +1,11 @@
 // The README's example, built against the installed package as a user
-// would; exits non-zero when the sums differ from the README's.
+// would; exits non-zero when the sums differ from the README's. Also saves
+// and restores a checkpoint, so that the link needs every dependency the
+// package declares (ISA-L for the checkpoint CRC32C).
 #include <distribute/distribute.h>
 
+#include <cstdint>
+#include <filesystem>
 #include <iostream>
 #include <vector>
 
@@ -18,5 +22,17 @@ int main() {
   }
   const bool ok = sums.size() == 2 && sums[0] == dist::Tensor(13.f) && sums[1] == dist::Tensor(17.f) &&
                   dist::load_digits().images.shape() == dist::Shape{1797, 64};
-  return ok ? 0 : 1;
+
+  const auto dir = std::filesystem::temp_directory_path() / "distribute_consumer_ckpt";
+  std::filesystem::remove_all(dir);
+  std::filesystem::create_directories(dir);
+  std::int64_t step = 7;
+  dist::Checkpoint ckpt;
+  ckpt.track("step", &step);
+  const std::string path = ckpt.save(dir.string());
+  step = 0;
+  ckpt.restore(path);
+  std::filesystem::remove_all(dir);
+  std::cout << "consumer: checkpoint restored step " << step << "\n";
+  return ok && step == 7 ? 0 : 1;
 }

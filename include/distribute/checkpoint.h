@@ -1,0 +1,137 @@
+// Checkpoint: saves and restores training state, all or nothing.
+//
+// A Checkpoint tracks named state and writes it to numbered files in a
+// directory (TF's tf.train.Checkpoint and tf.train.CheckpointManager in one
+// object):
+//
+//   Checkpoint ckpt({.max_to_keep = 3});
+//   ckpt.track("dense0/kernel", kernel);       // a Variable (a handle: the checkpoint shares it)
+//   ckpt.track("step", &step);                 // an int64_t (or uint64_t) the caller owns
+//   ckpt.track("rng", &rng_state);             // a Tensor the caller owns
+//   std::string path = ckpt.save("/ckpt");     // "/ckpt/ckpt-1.dckpt"
+//   ...
+//   if (auto latest = latest_checkpoint("/ckpt")) ckpt.restore(*latest);
+//
+// What is saved (TF's saveables, TF_SEMANTICS 5.6): a variable's value as
+// cross-replica context reads it (a MirroredVariable's value, a
+// SyncOnReadVariable's aggregate: SUM, MEAN or the first replica's), so a
+// checkpoint holds one tensor per variable whatever the replica count.
+// Restoring assigns it in cross-replica context, which writes every
+// component (a SUM SyncOnReadVariable stores value / N in each of its N
+// components, so its total is kept). A checkpoint saved with N replicas
+// therefore restores into a strategy with any other replica count, and into
+// ordinary (non-distributed) variables, and the other way round.
+//
+// Atomicity. save() serializes everything in memory, writes
+// <directory>/ckpt-<N>.dckpt.tmp, fsyncs it, renames it to ckpt-<N>.dckpt
+// and fsyncs the directory; a failure removes the temporary file and leaves
+// the directory as it was. restore() reads and checks the whole file (magic,
+// format version, length, CRC32C of the header and of every entry, the set of
+// names, each dtype and shape) before it changes anything: a failed restore
+// leaves every tracked value untouched. The byte layout is in
+// docs/checkpoint_format.md.
+//
+// Multi-worker (MultiWorkerMirroredStrategy): every worker calls save() and
+// restore() with the same tracked names in the same order (reading a
+// SyncOnReadVariable is a collective). Only the chief writes; save() returns
+// on every worker once the chief has committed the file (or raises the
+// chief's error on every worker). Every worker reads the file at restore()
+// (a shared file system, as with TF); if any worker's checks fail, every
+// worker raises and no worker changes its state. With one worker nothing
+// here needs MPI.
+//
+// The strategy used is that of the tracked distributed variables (all must
+// belong to one), else the current strategy (get_strategy()) at the call.
+// save() and restore() must be called in cross-replica context or the
+// default state, not inside a replica function (FailedPreconditionError).
+//
+// Thread safety: a Checkpoint is thread-compatible (one caller at a time);
+// save() and restore() must not race with Strategy::run updating the tracked
+// variables, nor with other writes to the tracked int64s and tensors.
+#pragma once
+
+#include <cstdint>
+#include <optional>
+#include <string>
+#include <variant>
+#include <vector>
+
+#include "distribute/tensor.h"
+#include "distribute/variable.h"
+
+namespace distribute {
+
+class Strategy;
+
+struct CheckpointOptions {
+  // How many checkpoint files save() keeps in its directory: after a commit,
+  // all but the max_to_keep highest-numbered ckpt-<N>.dckpt are deleted.
+  // std::nullopt keeps every one. Must be >= 1 (InvalidArgumentError).
+  // Default: 5, as TF's CheckpointManager examples use.
+  std::optional<int> max_to_keep = 5;
+};
+
+class Checkpoint {
+ public:
+  // The format version save() writes and the only one restore() reads.
+  static constexpr std::uint32_t kFormatVersion = 1;
+
+  explicit Checkpoint(CheckpointOptions options = {});
+
+  // Tracks state under `name` (any non-empty string; names are unique:
+  // InvalidArgumentError on a repeat). Pointers must stay valid while the
+  // Checkpoint is used; a Variable is a handle and is kept.
+  void track(const std::string& name, Variable variable);
+  // Saved as an int64 scalar (a uint64_t keeps its bits; both read back
+  // from an int64 scalar entry).
+  void track(const std::string& name, std::int64_t* value);
+  void track(const std::string& name, std::uint64_t* value);
+  // Saved with its dtype and shape; restore() replaces *tensor with a tensor
+  // of the same dtype and shape.
+  void track(const std::string& name, Tensor* tensor);
+
+  // Names in tracking order.
+  std::vector<std::string> tracked_names() const;
+
+  // Writes a new checkpoint into `directory` (which must exist) and returns
+  // its path, <directory>/ckpt-<N>.dckpt, N one more than the highest number
+  // already there (1 in an empty directory). Then deletes the oldest files
+  // beyond max_to_keep. Raises NotFoundError (missing directory),
+  // FailedPreconditionError (not a directory, permission denied, read-only)
+  // or UnavailableError (other I/O errors, e.g. a full disk), naming the path
+  // and the system's reason; nothing is left behind.
+  std::string save(const std::string& directory);
+
+  // Restores every tracked value from the file at `path`. Raises, changing
+  // nothing:
+  //   NotFoundError: the file cannot be opened, or it lacks a tracked name;
+  //   DataLossError: not a checkpoint (bad magic), truncated or too long
+  //     (expected vs got bytes), a CRC32C mismatch (naming the entry or the
+  //     header), or a malformed entry;
+  //   FailedPreconditionError: a format version other than kFormatVersion
+  //     (found vs supported), or a call inside a replica function;
+  //   InvalidArgumentError: names in the file that are not tracked, or an
+  //     entry whose dtype or shape differs from the tracked value's (both
+  //     named).
+  void restore(const std::string& path);
+
+ private:
+  struct Entry {
+    std::string name;
+    std::variant<Variable, std::int64_t*, std::uint64_t*, Tensor*> target;
+  };
+  void add(Entry entry);
+  // The tracked distributed variables' strategy, else get_strategy();
+  // raises inside a replica function.
+  Strategy& strategy_for(const char* method) const;
+
+  CheckpointOptions options_;
+  std::vector<Entry> entries_;
+};
+
+// The path of the highest-numbered ckpt-<N>.dckpt in `directory`, or
+// std::nullopt when there is none (or no such directory), as
+// tf.train.latest_checkpoint.
+std::optional<std::string> latest_checkpoint(const std::string& directory);
+
+}  // namespace distribute

@@ -1,0 +1,716 @@
+// Checkpoint: serialization (docs/checkpoint_format.md), the atomic write,
+// validation before any change, and the multi-worker protocol.
+#include "distribute/checkpoint.h"
+
+#include <fcntl.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <bit>
+#include <cerrno>
+#include <charconv>
+#include <cstring>
+#include <exception>
+#include <filesystem>
+#include <map>
+#include <set>
+#include <system_error>
+#include <type_traits>
+#include <utility>
+#include <variant>
+
+#include "checkpoint/crc32c.h"
+#include "distribute/errors.h"
+#include "distribute/replica_context.h"
+#include "distribute/strategy.h"
+#include "strategy/context.h"
+
+namespace distribute {
+
+// Tensor data is written as the host lays it out; the format says
+// little-endian.
+static_assert(std::endian::native == std::endian::little, "the checkpoint format stores little-endian data");
+
+namespace {
+
+namespace fs = std::filesystem;
+
+// ---- Format constants (docs/checkpoint_format.md) ----
+constexpr char kMagic[8] = {'D', 'I', 'S', 'T', 'C', 'K', 'P', 'T'};
+constexpr std::size_t kHeaderSize = 28;           // magic, version, count, file length, header CRC
+constexpr std::size_t kHeaderCrcOffset = 24;      // the CRC covers bytes [0, 24)
+constexpr std::size_t kMaxNameLength = 1u << 16;  // a sanity bound for reading
+constexpr const char* kPrefix = "ckpt-";
+constexpr const char* kSuffix = ".dckpt";
+
+// Format dtype codes, fixed by the format (not by the DType enum's order).
+std::uint32_t dtype_code(DType dtype) {
+  switch (dtype) {
+    case DType::kFloat32:
+      return 0;
+    case DType::kFloat64:
+      return 1;
+    case DType::kInt32:
+      return 2;
+    case DType::kInt64:
+      return 3;
+  }
+  return 0xFFFFFFFFu;
+}
+std::optional<DType> dtype_from_code(std::uint32_t code) {
+  switch (code) {
+    case 0:
+      return DType::kFloat32;
+    case 1:
+      return DType::kFloat64;
+    case 2:
+      return DType::kInt32;
+    case 3:
+      return DType::kInt64;
+    default:
+      return std::nullopt;
+  }
+}
+
+std::string quote_name(const std::string& s) {
+  // Names read from a damaged file may hold anything: show bytes outside
+  // printable ASCII as \xNN.
+  std::string out = "'";
+  for (const char c : s) {
+    const auto u = static_cast<unsigned char>(c);
+    if (u >= 0x20 && u < 0x7F) {
+      out += c;
+    } else {
+      static constexpr char kHex[] = "0123456789abcdef";
+      out += "\\x";
+      out += kHex[u >> 4];
+      out += kHex[u & 0xF];
+    }
+  }
+  return out + "'";
+}
+
+std::string hex32(std::uint32_t v) {
+  char buf[11] = {'0', 'x'};
+  const auto r = std::to_chars(buf + 2, buf + sizeof(buf), v, 16);
+  return std::string(buf, r.ptr);
+}
+
+std::string spec_string(DType dtype, const Shape& shape) {
+  return "shape " + shape_string(shape) + " dtype " + std::string(dtype_name(dtype));
+}
+
+// ---- Little-endian encoding ----
+class Writer {
+ public:
+  void u32(std::uint32_t v) { fixed(v, 4); }
+  void u64(std::uint64_t v) { fixed(v, 8); }
+  void bytes(std::span<const std::byte> b) { out_.insert(out_.end(), b.begin(), b.end()); }
+  std::size_t size() const { return out_.size(); }
+  std::span<const std::byte> since(std::size_t offset) const {
+    return std::span<const std::byte>(out_).subspan(offset);
+  }
+  std::vector<std::byte>& buffer() { return out_; }
+
+ private:
+  void fixed(std::uint64_t v, int n) {
+    for (int i = 0; i < n; ++i) out_.push_back(static_cast<std::byte>((v >> (8 * i)) & 0xFF));
+  }
+  std::vector<std::byte> out_;
+};
+
+std::uint64_t load_le(const std::byte* p, int n) {
+  std::uint64_t v = 0;
+  for (int i = n - 1; i >= 0; --i) v = (v << 8) | std::to_integer<std::uint64_t>(p[i]);
+  return v;
+}
+void store_le(std::byte* p, std::uint64_t v, int n) {
+  for (int i = 0; i < n; ++i) p[i] = static_cast<std::byte>((v >> (8 * i)) & 0xFF);
+}
+
+// Bounds-checked reads over a whole file; `what_entry` names the entry being
+// read in errors.
+class Reader {
+ public:
+  Reader(std::span<const std::byte> data, std::string path) : data_(data), path_(std::move(path)) {}
+  std::size_t position() const { return pos_; }
+  std::size_t remaining() const { return data_.size() - pos_; }
+  std::span<const std::byte> take(std::size_t n, const std::string& field, const std::string& where) {
+    if (n > remaining()) {
+      throw DataLossError("checkpoint " + path_ + ": " + where + " is malformed: its " + field + " (" +
+                          std::to_string(n) + " bytes at offset " + std::to_string(pos_) +
+                          ") runs past the end of the file (" + std::to_string(remaining()) + " bytes left)");
+    }
+    auto out = data_.subspan(pos_, n);
+    pos_ += n;
+    return out;
+  }
+  std::uint32_t u32(const std::string& field, const std::string& where) {
+    return static_cast<std::uint32_t>(load_le(take(4, field, where).data(), 4));
+  }
+  std::uint64_t u64(const std::string& field, const std::string& where) {
+    return load_le(take(8, field, where).data(), 8);
+  }
+  std::span<const std::byte> span(std::size_t from, std::size_t to) const { return data_.subspan(from, to - from); }
+
+ private:
+  std::span<const std::byte> data_;
+  std::string path_;
+  std::size_t pos_ = 0;
+};
+
+// ---- Encoding and decoding a checkpoint ----
+struct NamedTensor {
+  std::string name;
+  Tensor value;
+};
+
+std::vector<std::byte> encode(const std::vector<NamedTensor>& entries) {
+  Writer w;
+  w.bytes(std::as_bytes(std::span<const char>(kMagic)));
+  w.u32(Checkpoint::kFormatVersion);
+  w.u32(static_cast<std::uint32_t>(entries.size()));
+  w.u64(0);  // the file length, patched below
+  w.u32(0);  // the header CRC, patched below
+  for (const NamedTensor& e : entries) {
+    const std::size_t start = w.size();
+    w.u32(static_cast<std::uint32_t>(e.name.size()));
+    w.bytes(std::as_bytes(std::span<const char>(e.name.data(), e.name.size())));
+    w.u32(dtype_code(e.value.dtype()));
+    w.u32(static_cast<std::uint32_t>(e.value.rank()));
+    for (const std::int64_t d : e.value.shape()) w.u64(static_cast<std::uint64_t>(d));
+    w.u64(e.value.bytes().size());
+    w.bytes(e.value.bytes());
+    w.u32(internal::crc32c(w.since(start)));
+  }
+  std::vector<std::byte>& out = w.buffer();
+  store_le(out.data() + 16, out.size(), 8);
+  store_le(out.data() + kHeaderCrcOffset, internal::crc32c(std::span<const std::byte>(out).first(kHeaderCrcOffset)), 4);
+  return out;
+}
+
+// Parses and checks a whole checkpoint file; raises DataLossError or
+// FailedPreconditionError (version) with the path and the problem.
+std::vector<NamedTensor> decode(std::span<const std::byte> file, const std::string& path) {
+  const std::string where = "checkpoint " + path + ": ";
+  const std::size_t magic_bytes = std::min(file.size(), sizeof(kMagic));
+  if (std::memcmp(file.data(), kMagic, magic_bytes) != 0) {
+    throw DataLossError(where + "not a distribute checkpoint: expected the file to start with the magic \"DISTCKPT\"");
+  }
+  if (file.size() < kHeaderSize) {
+    throw DataLossError(where + "truncated: expected at least the " + std::to_string(kHeaderSize) +
+                        "-byte header, got " + std::to_string(file.size()) + " bytes");
+  }
+  const auto version = static_cast<std::uint32_t>(load_le(file.data() + 8, 4));
+  if (version != Checkpoint::kFormatVersion) {
+    throw FailedPreconditionError(where + "format version " + std::to_string(version) +
+                                  " is not supported: this library reads version " +
+                                  std::to_string(Checkpoint::kFormatVersion));
+  }
+  const auto stored_header_crc = static_cast<std::uint32_t>(load_le(file.data() + kHeaderCrcOffset, 4));
+  const std::uint32_t header_crc = internal::crc32c(file.first(kHeaderCrcOffset));
+  if (stored_header_crc != header_crc) {
+    throw DataLossError(where + "the header is corrupted: CRC32C " + hex32(header_crc) + " of its bytes, stored " +
+                        hex32(stored_header_crc));
+  }
+  const auto count = static_cast<std::uint32_t>(load_le(file.data() + 12, 4));
+  const std::uint64_t length = load_le(file.data() + 16, 8);
+  if (length != file.size()) {
+    throw DataLossError(where + (file.size() < length ? "truncated" : "longer than written") + ": expected " +
+                        std::to_string(length) + " bytes (the length in its header), got " +
+                        std::to_string(file.size()) + " bytes");
+  }
+  Reader in(file, path);
+  in.take(kHeaderSize, "header", "the header");
+  std::vector<NamedTensor> entries;
+  std::set<std::string> names;
+  for (std::uint32_t i = 0; i < count; ++i) {
+    const std::string entry = "entry " + std::to_string(i);
+    const std::size_t start = in.position();
+    const std::uint32_t name_length = in.u32("name length", entry);
+    if (name_length == 0 || name_length > kMaxNameLength) {
+      throw DataLossError(where + entry + " is malformed: name length " + std::to_string(name_length) +
+                          ", expected 1 to " + std::to_string(kMaxNameLength));
+    }
+    const auto name_bytes = in.take(name_length, "name", entry);
+    std::string name(reinterpret_cast<const char*>(name_bytes.data()), name_bytes.size());
+    const std::string named = entry + " (" + quote_name(name) + ")";
+    const std::uint32_t code = in.u32("dtype", named);
+    const std::uint32_t rank = in.u32("rank", named);
+    if (rank > Shape::kMaxRank) {
+      // Checked before reading the dimensions, so that a damaged rank does
+      // not read far; the CRC is checked when the entry's extent is known.
+      throw DataLossError(where + named + " is corrupted: rank " + std::to_string(rank) + ", at most " +
+                          std::to_string(Shape::kMaxRank) + " is supported");
+    }
+    std::vector<std::uint64_t> dims(rank);
+    for (auto& d : dims) d = in.u64("dimensions", named);
+    const std::uint64_t data_length = in.u64("data length", named);
+    const auto data = in.take(data_length, "data", named);
+    const std::size_t end = in.position();
+    const std::uint32_t stored_crc = in.u32("CRC32C", named);
+    const std::uint32_t crc = internal::crc32c(in.span(start, end));
+    if (crc != stored_crc) {
+      throw DataLossError(where + named + " is corrupted: CRC32C " + hex32(crc) + " of its bytes, stored " +
+                          hex32(stored_crc));
+    }
+    // The CRC matched: what follows is what was written, so a failure here
+    // means a writer bug or a deliberately crafted file.
+    const std::optional<DType> dtype = dtype_from_code(code);
+    if (!dtype.has_value()) {
+      throw DataLossError(where + named + " has the unknown dtype code " + std::to_string(code));
+    }
+    Shape shape;
+    std::uint64_t elements = 1;
+    for (const std::uint64_t d : dims) {
+      if (d > static_cast<std::uint64_t>(INT64_MAX) || (d != 0 && elements > UINT64_MAX / d)) {
+        throw DataLossError(where + named + " has an impossible dimension " + std::to_string(d));
+      }
+      elements *= d;
+      shape.push_back(static_cast<std::int64_t>(d));
+    }
+    if (elements > UINT64_MAX / dtype_size(*dtype) || elements * dtype_size(*dtype) != data_length) {
+      throw DataLossError(where + named + ": " + spec_string(*dtype, shape) + " needs " +
+                          std::to_string(elements * dtype_size(*dtype)) + " bytes of data, the entry has " +
+                          std::to_string(data_length));
+    }
+    if (!names.insert(name).second) {
+      throw DataLossError(where + named + " repeats the name of an earlier entry");
+    }
+    void* out = nullptr;
+    Tensor value = internal::allocate_tensor(*dtype, shape, &out);
+    if (!data.empty()) std::memcpy(out, data.data(), data.size());
+    entries.push_back({std::move(name), std::move(value)});
+  }
+  if (in.remaining() != 0) {
+    throw DataLossError(where + "malformed: " + std::to_string(in.remaining()) + " bytes after the last of " +
+                        std::to_string(count) + " entries");
+  }
+  return entries;
+}
+
+// ---- Files ----
+[[noreturn]] void throw_io_error(const std::string& what, const std::string& path, int err) {
+  const std::string message = what + " " + quote_name(path) + ": " + std::generic_category().message(err);
+  switch (err) {
+    case ENOENT:
+      throw NotFoundError(message);
+    case ENOTDIR:
+    case EISDIR:
+    case EACCES:
+    case EPERM:
+    case EROFS:
+      throw FailedPreconditionError(message);
+    default:
+      throw UnavailableError(message);
+  }
+}
+
+std::string join(const std::string& directory, const std::string& file) {
+  return (fs::path(directory) / file).string();
+}
+
+std::string checkpoint_file_name(std::uint64_t number) { return kPrefix + std::to_string(number) + kSuffix; }
+
+// The numbers N of the ckpt-N.dckpt files in `directory`, ascending (none if
+// it cannot be listed).
+std::vector<std::uint64_t> checkpoint_numbers(const std::string& directory, std::error_code& ec) {
+  std::vector<std::uint64_t> numbers;
+  const std::string prefix = kPrefix;
+  const std::string suffix = kSuffix;
+  for (fs::directory_iterator it(directory, ec), end; !ec && it != end; it.increment(ec)) {
+    const std::string name = it->path().filename().string();
+    if (name.size() <= prefix.size() + suffix.size() || name.compare(0, prefix.size(), prefix) != 0 ||
+        name.compare(name.size() - suffix.size(), suffix.size(), suffix) != 0) {
+      continue;
+    }
+    const char* first = name.data() + prefix.size();
+    const char* last = name.data() + name.size() - suffix.size();
+    std::uint64_t n = 0;
+    const auto r = std::from_chars(first, last, n);
+    // Digits only, and the canonical spelling (no leading zeros), so that
+    // the number names exactly one file.
+    if (r.ec != std::errc() || r.ptr != last || *first == '+' || (*first == '0' && last - first > 1)) continue;
+    numbers.push_back(n);
+  }
+  std::sort(numbers.begin(), numbers.end());
+  return numbers;
+}
+
+void write_all(int fd, std::span<const std::byte> data) {
+  while (!data.empty()) {
+    const std::size_t chunk = std::min<std::size_t>(data.size(), std::size_t{1} << 30);
+    const ssize_t n = ::write(fd, data.data(), chunk);
+    if (n < 0) {
+      if (errno == EINTR) continue;
+      throw std::system_error(errno, std::generic_category());
+    }
+    data = data.subspan(static_cast<std::size_t>(n));
+  }
+}
+
+void fsync_directory(const std::string& directory) {
+  const int fd = ::open(directory.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+  if (fd < 0) throw std::system_error(errno, std::generic_category());
+  if (::fsync(fd) != 0) {
+    const int err = errno;
+    ::close(fd);
+    throw std::system_error(err, std::generic_category());
+  }
+  ::close(fd);
+}
+
+// Writes `data` as `path` atomically: a synced temporary file renamed into
+// place, then the directory synced (leveldb's SetCurrentFile). On failure
+// neither the temporary nor the final file is left.
+void write_atomically(const std::string& directory, const std::string& path, std::span<const std::byte> data) {
+  const std::string tmp = path + ".tmp";
+  const int fd = ::open(tmp.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
+  if (fd < 0) throw_io_error("Checkpoint::save: cannot create", tmp, errno);
+  try {
+    write_all(fd, data);
+    if (::fsync(fd) != 0) throw std::system_error(errno, std::generic_category());
+  } catch (const std::system_error& e) {
+    ::close(fd);
+    ::unlink(tmp.c_str());
+    throw_io_error("Checkpoint::save: cannot write", tmp, e.code().value());
+  }
+  if (::close(fd) != 0) {
+    const int err = errno;
+    ::unlink(tmp.c_str());
+    throw_io_error("Checkpoint::save: cannot write", tmp, err);
+  }
+  if (::rename(tmp.c_str(), path.c_str()) != 0) {
+    const int err = errno;
+    ::unlink(tmp.c_str());
+    throw_io_error("Checkpoint::save: cannot rename " + quote_name(tmp) + " to", path, err);
+  }
+  try {
+    fsync_directory(directory);
+  } catch (const std::system_error& e) {
+    // The rename may not survive a crash: report the save as failed and
+    // take the file back.
+    ::unlink(path.c_str());
+    throw_io_error("Checkpoint::save: cannot sync the directory", directory, e.code().value());
+  }
+}
+
+std::vector<std::byte> read_file(const std::string& path) {
+  const int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
+  if (fd < 0) throw_io_error("Checkpoint::restore: cannot open", path, errno);
+  std::vector<std::byte> data;
+  std::byte buffer[1 << 16];
+  for (;;) {
+    const ssize_t n = ::read(fd, buffer, sizeof(buffer));
+    if (n < 0) {
+      if (errno == EINTR) continue;
+      const int err = errno;
+      ::close(fd);
+      throw_io_error("Checkpoint::restore: cannot read", path, err);
+    }
+    if (n == 0) break;
+    data.insert(data.end(), buffer, buffer + n);
+  }
+  ::close(fd);
+  return data;
+}
+
+// An Error of the class that `code` names (to re-raise a peer's error).
+[[noreturn]] void throw_error(ErrorCode code, const std::string& message) {
+  switch (code) {
+    case ErrorCode::kCancelled:
+      throw CancelledError(message);
+    case ErrorCode::kInvalidArgument:
+      throw InvalidArgumentError(message);
+    case ErrorCode::kDeadlineExceeded:
+      throw DeadlineExceededError(message);
+    case ErrorCode::kNotFound:
+      throw NotFoundError(message);
+    case ErrorCode::kAlreadyExists:
+      throw AlreadyExistsError(message);
+    case ErrorCode::kFailedPrecondition:
+      throw FailedPreconditionError(message);
+    case ErrorCode::kAborted:
+      throw AbortedError(message);
+    case ErrorCode::kOutOfRange:
+      throw OutOfRangeError(message);
+    case ErrorCode::kUnimplemented:
+      throw UnimplementedError(message);
+    case ErrorCode::kInternal:
+      throw InternalError(message);
+    case ErrorCode::kUnavailable:
+      throw UnavailableError(message);
+    case ErrorCode::kDataLoss:
+      throw DataLossError(message);
+    case ErrorCode::kUnknown:
+      break;
+  }
+  throw UnknownError(message);
+}
+
+Tensor text_tensor(const std::string& text) {
+  std::vector<std::int32_t> codes(text.begin(), text.end());
+  const auto n = static_cast<std::int64_t>(codes.size());
+  return Tensor(std::move(codes), Shape{n});
+}
+
+std::string tensor_text(const Tensor& t) {
+  std::string text;
+  for (const std::int32_t c : t.data<std::int32_t>()) text += static_cast<char>(c);
+  return text;
+}
+
+}  // namespace
+
+// ---- Checkpoint ----
+
+Checkpoint::Checkpoint(CheckpointOptions options) : options_(options) {
+  if (options_.max_to_keep.has_value() && *options_.max_to_keep < 1) {
+    throw InvalidArgumentError(
+        "CheckpointOptions::max_to_keep: expected at least 1 (or std::nullopt to keep every "
+        "checkpoint), got " +
+        std::to_string(*options_.max_to_keep));
+  }
+}
+
+void Checkpoint::add(Entry entry) {
+  if (entry.name.empty()) throw InvalidArgumentError("Checkpoint::track: expected a non-empty name");
+  for (const Entry& e : entries_) {
+    if (e.name == entry.name) {
+      throw InvalidArgumentError("Checkpoint::track: the name " + quote_name(entry.name) +
+                                 " is already tracked; every tracked value needs its own name");
+    }
+  }
+  entries_.push_back(std::move(entry));
+}
+
+void Checkpoint::track(const std::string& name, Variable variable) { add({name, std::move(variable)}); }
+
+void Checkpoint::track(const std::string& name, std::int64_t* value) {
+  if (value == nullptr) throw InvalidArgumentError("Checkpoint::track(" + quote_name(name) + "): null pointer");
+  add({name, value});
+}
+
+void Checkpoint::track(const std::string& name, std::uint64_t* value) {
+  if (value == nullptr) throw InvalidArgumentError("Checkpoint::track(" + quote_name(name) + "): null pointer");
+  add({name, value});
+}
+
+void Checkpoint::track(const std::string& name, Tensor* tensor) {
+  if (tensor == nullptr) throw InvalidArgumentError("Checkpoint::track(" + quote_name(name) + "): null pointer");
+  add({name, tensor});
+}
+
+std::vector<std::string> Checkpoint::tracked_names() const {
+  std::vector<std::string> names;
+  names.reserve(entries_.size());
+  for (const Entry& e : entries_) names.push_back(e.name);
+  return names;
+}
+
+Strategy& Checkpoint::strategy_for(const char* method) const {
+  const internal::ThreadMode* mode = internal::current_mode();
+  if (mode != nullptr && mode->replica != nullptr) {
+    throw FailedPreconditionError(std::string("Checkpoint::") + method + ": called inside a replica function of " +
+                                  mode->strategy->to_string() +
+                                  "; call it in cross-replica context (outside strategy.run)");
+  }
+  Strategy* strategy = nullptr;
+  const std::string* owner = nullptr;
+  for (const Entry& e : entries_) {
+    const auto* v = std::get_if<Variable>(&e.target);
+    if (v == nullptr || v->distributed_strategy() == nullptr) continue;
+    if (strategy != nullptr && strategy != v->distributed_strategy()) {
+      throw InvalidArgumentError(std::string("Checkpoint::") + method + ": the tracked variables belong to " +
+                                 "different strategies: " + quote_name(*owner) + " to " + strategy->to_string() + ", " +
+                                 quote_name(e.name) + " to " + v->distributed_strategy()->to_string() +
+                                 "; use one Checkpoint per strategy");
+    }
+    strategy = v->distributed_strategy();
+    owner = &e.name;
+  }
+  return strategy != nullptr ? *strategy : get_strategy();
+}
+
+std::string Checkpoint::save(const std::string& directory) {
+  Strategy& strategy = strategy_for("save");
+  // Every worker reads every value, in tracking order: reading a
+  // SyncOnReadVariable in cross-replica context is a collective.
+  std::vector<NamedTensor> values;
+  values.reserve(entries_.size());
+  for (const Entry& e : entries_) {
+    Tensor value = std::visit(
+        [](const auto& target) -> Tensor {
+          using T = std::decay_t<decltype(target)>;
+          if constexpr (std::is_same_v<T, Variable>) {
+            return target.value();
+          } else if constexpr (std::is_same_v<T, std::int64_t*>) {
+            return Tensor(*target);
+          } else if constexpr (std::is_same_v<T, std::uint64_t*>) {
+            return Tensor(std::bit_cast<std::int64_t>(*target));
+          } else {
+            return *target;
+          }
+        },
+        e.target);
+    values.push_back({e.name, std::move(value)});
+  }
+  const std::vector<std::byte> bytes = encode(values);
+
+  // The chief (the only worker, usually) writes.
+  std::uint64_t number = 0;
+  std::exception_ptr failure;
+  ErrorCode code = ErrorCode::kUnknown;
+  std::string message;
+  if (strategy.is_chief()) {
+    try {
+      struct stat st {};
+      if (::stat(directory.c_str(), &st) != 0) throw_io_error("Checkpoint::save: directory", directory, errno);
+      if (!S_ISDIR(st.st_mode)) throw_io_error("Checkpoint::save: directory", directory, ENOTDIR);
+      std::error_code ec;
+      const std::vector<std::uint64_t> existing = checkpoint_numbers(directory, ec);
+      if (ec) throw_io_error("Checkpoint::save: cannot list the directory", directory, ec.value());
+      number = existing.empty() ? 1 : existing.back() + 1;
+      write_atomically(directory, join(directory, checkpoint_file_name(number)), bytes);
+      // Keep the newest max_to_keep (the one just written included). A file
+      // that cannot be removed stays; the save itself succeeded.
+      if (options_.max_to_keep.has_value()) {
+        std::vector<std::uint64_t> kept = checkpoint_numbers(directory, ec);
+        const auto keep = static_cast<std::size_t>(*options_.max_to_keep);
+        for (std::size_t i = 0; !ec && i + keep < kept.size(); ++i) {
+          std::error_code ignored;
+          fs::remove(join(directory, checkpoint_file_name(kept[i])), ignored);
+        }
+      }
+    } catch (const Error& e) {
+      failure = std::current_exception();
+      code = e.code();
+      message = e.message();
+    } catch (const std::exception& e) {
+      failure = std::current_exception();
+      message = e.what();
+    }
+  }
+  if (strategy.num_workers() > 1) {
+    // Every worker returns after the chief's commit, with its number, or
+    // raises the chief's error.
+    const Tensor status = strategy.broadcast_from_chief(
+        Tensor(std::vector<std::int64_t>{failure ? static_cast<std::int64_t>(code) : 0,
+                                         static_cast<std::int64_t>(number), static_cast<std::int64_t>(message.size())},
+               Shape{3}));
+    const auto s = status.data<std::int64_t>();
+    if (s[0] != 0) {
+      const Tensor text = strategy.broadcast_from_chief(
+          strategy.is_chief() ? text_tensor(message) : Tensor::zeros(DType::kInt32, Shape{s[2]}));
+      if (failure) std::rethrow_exception(failure);
+      throw_error(static_cast<ErrorCode>(s[0]),
+                  "the chief (worker 0) could not save the checkpoint: " + tensor_text(text));
+    }
+    number = static_cast<std::uint64_t>(s[1]);
+  }
+  if (failure) std::rethrow_exception(failure);
+  return join(directory, checkpoint_file_name(number));
+}
+
+void Checkpoint::restore(const std::string& path) {
+  Strategy& strategy = strategy_for("restore");
+  // Everything is read and checked before any state changes.
+  std::vector<Tensor> restored(entries_.size());
+  std::exception_ptr failure;
+  try {
+    const std::vector<std::byte> file = read_file(path);
+    std::vector<NamedTensor> saved = decode(file, path);
+    std::map<std::string, Tensor> by_name;
+    for (NamedTensor& e : saved) by_name.emplace(std::move(e.name), std::move(e.value));
+    std::vector<std::string> missing;
+    for (std::size_t i = 0; i < entries_.size(); ++i) {
+      const auto it = by_name.find(entries_[i].name);
+      if (it == by_name.end()) {
+        missing.push_back(quote_name(entries_[i].name));
+        continue;
+      }
+      restored[i] = std::move(it->second);
+      by_name.erase(it);
+    }
+    auto list = [](const std::vector<std::string>& names) {
+      std::string out;
+      for (const std::string& n : names) out += (out.empty() ? "" : ", ") + n;
+      return out;
+    };
+    if (!missing.empty()) {
+      throw NotFoundError("checkpoint " + path + " has no entry for the tracked " + list(missing) +
+                          " (was it saved by a Checkpoint tracking other names?)");
+    }
+    if (!by_name.empty()) {
+      std::vector<std::string> unexpected;
+      for (const auto& [name, value] : by_name) unexpected.push_back(quote_name(name));
+      throw InvalidArgumentError("checkpoint " + path + " holds " + list(unexpected) +
+                                 ", which this Checkpoint does not track; track the same names as the Checkpoint "
+                                 "that saved it");
+    }
+    for (std::size_t i = 0; i < entries_.size(); ++i) {
+      const auto [dtype, shape] = std::visit(
+          [](const auto& target) -> std::pair<DType, Shape> {
+            using T = std::decay_t<decltype(target)>;
+            if constexpr (std::is_same_v<T, Variable>) {
+              return {target.dtype(), target.shape()};
+            } else if constexpr (std::is_same_v<T, Tensor*>) {
+              return {target->dtype(), target->shape()};
+            } else {
+              return {DType::kInt64, Shape{}};
+            }
+          },
+          entries_[i].target);
+      if (restored[i].dtype() != dtype || restored[i].shape() != shape) {
+        throw InvalidArgumentError("checkpoint " + path + ": " + quote_name(entries_[i].name) + " was saved with " +
+                                   spec_string(restored[i].dtype(), restored[i].shape()) + ", the tracked value has " +
+                                   spec_string(dtype, shape));
+      }
+    }
+  } catch (...) {
+    failure = std::current_exception();
+  }
+  if (strategy.num_workers() > 1) {
+    // No worker changes anything unless every worker's checks passed
+    // (assigning a SyncOnReadVariable is a collective, too).
+    const Tensor failed = strategy.gather_over_workers(Tensor({failure ? std::int64_t{1} : std::int64_t{0}}), 0);
+    if (failure) std::rethrow_exception(failure);
+    std::string workers;
+    const auto flags = failed.data<std::int64_t>();
+    for (std::size_t w = 0; w < flags.size(); ++w) {
+      if (flags[w] != 0) workers += (workers.empty() ? "" : ", ") + std::to_string(w);
+    }
+    if (!workers.empty()) {
+      throw AbortedError("Checkpoint::restore(" + path + "): worker(s) " + workers +
+                         " could not restore it (their errors say why); no worker changed its state");
+    }
+  }
+  if (failure) std::rethrow_exception(failure);
+  for (std::size_t i = 0; i < entries_.size(); ++i) {
+    std::visit(
+        [&value = restored[i]](const auto& target) {
+          using T = std::decay_t<decltype(target)>;
+          if constexpr (std::is_same_v<T, Variable>) {
+            Variable v = target;  // a handle: assigns the tracked variable
+            v.assign(value);
+          } else if constexpr (std::is_same_v<T, std::int64_t*>) {
+            *target = value.item<std::int64_t>();
+          } else if constexpr (std::is_same_v<T, std::uint64_t*>) {
+            *target = std::bit_cast<std::uint64_t>(value.item<std::int64_t>());
+          } else {
+            *target = value;
+          }
+        },
+        entries_[i].target);
+  }
+}
+
+std::optional<std::string> latest_checkpoint(const std::string& directory) {
+  std::error_code ec;
+  const std::vector<std::uint64_t> numbers = checkpoint_numbers(directory, ec);
+  if (ec || numbers.empty()) return std::nullopt;
+  return join(directory, checkpoint_file_name(numbers.back()));
+}
+
+}  // namespace distribute
