@@ -171,7 +171,6 @@ Tensor Variable::update(Update kind, const Tensor& value) {
     return s.components[0];
   }
   const int r = local_replica(*this, s.strategy);
-  const auto n = s.components.size();
   if (s.synchronization == VariableSynchronization::ON_READ) {
     if (r >= 0) {  // each replica its own component, no communication
       s.components[static_cast<std::size_t>(r)] = apply(s.components[static_cast<std::size_t>(r)], value);
@@ -182,10 +181,11 @@ Tensor Variable::update(Update kind, const Tensor& value) {
                                  " in cross-replica context when aggregation is VariableAggregation.SUM; update "
                                  "it inside strategy.run (each replica its own component), or assign the total");
     }
-    // assign of a SUM variable stores value / N everywhere, so that the
-    // aggregated read gives the value back.
+    // assign of a SUM variable stores value / N everywhere (N: every
+    // replica of every worker), so that the aggregated read, which sums over
+    // all workers, gives the value back.
     const Tensor x = s.aggregation == VariableAggregation::SUM
-                         ? (value / static_cast<double>(n)).cast(value.dtype())
+                         ? (value / static_cast<double>(s.strategy->num_replicas_in_sync())).cast(value.dtype())
                          : value;
     for (Tensor& c : s.components) c = apply(c, x);
     return this->value();

@@ -10,7 +10,9 @@
 #include <algorithm>
 #include <cstdint>
 #include <cstdio>
+#include <filesystem>
 #include <fstream>
+#include <functional>
 #include <cstdlib>
 #include <optional>
 #include <utility>
@@ -203,6 +205,10 @@ TEST(MultiWorker, VariablesStartFromTheChiefAndAggregateOverWorkers) {
   });
   for (const Tensor& c : weights->values()) EXPECT_EQ(c, Tensor{5.f + static_cast<float>(total * (total - 1) / 2)});
   EXPECT_EQ(metric->value(), Tensor{static_cast<float>(total)});  // a read across workers
+  // Assigning the total in cross-replica context (as a checkpoint restore
+  // does) reads back as that total, however many workers share it.
+  metric->assign(Tensor{7.f});
+  EXPECT_EQ(metric->value(), Tensor{7.f});
 }
 
 TEST(MultiWorker, DatasetsFromFunctionGetOnePipelinePerWorker) {
@@ -444,6 +450,62 @@ TEST(MultiWorker, TrainingEndsWithTheWeightsOfMirroredStrategyOfAllReplicas) {
   EXPECT_TRUE(allclose(multi[0], single[0], 1e-5, 1e-6)) << multi[0] << " vs " << single[0];
   EXPECT_TRUE(allclose(multi[1], single[1], 1e-5, 1e-6)) << multi[1] << " vs " << single[1];
   EXPECT_GT(multi[0].data<float>()[0], 0.05f);  // it did learn something
+}
+
+TEST(MultiWorker, CheckpointIsWrittenByTheChiefAndRestoredOnEveryWorker) {
+  MultiWorkerMirroredStrategy& s = strategy();
+  // One directory for the job: named after the chief's process id.
+  std::vector<Tensor> pid(static_cast<std::size_t>(g_local), Tensor(std::int64_t{0}));
+  if (s.is_chief()) pid[0] = Tensor(static_cast<std::int64_t>(::getpid()));
+  const std::int64_t chief_pid = s.reduce(ReduceOp::SUM, PerReplica<Tensor>(pid)).data<std::int64_t>()[0];
+  std::string dir = ::testing::TempDir();
+  if (!dir.empty() && dir.back() != '/') dir += '/';
+  dir += "distribute_mw_ckpt_" + std::to_string(chief_pid);
+  if (s.is_chief()) std::filesystem::create_directories(dir);
+  s.reduce(ReduceOp::SUM, PerReplica<Tensor>(pid));  // the directory exists before anyone saves
+
+  std::optional<Variable> weights, seen;
+  {
+    auto scope = s.scope();
+    VariableOptions w;
+    w.name = "weights";
+    w.aggregation = VariableAggregation::MEAN;
+    weights.emplace(Tensor{1.f, 2.f}, w);
+    VariableOptions m;
+    m.name = "seen";
+    m.synchronization = VariableSynchronization::ON_READ;
+    m.aggregation = VariableAggregation::SUM;
+    seen.emplace(Tensor{0.f}, m);
+  }
+  s.run([&] { seen->assign_add(Tensor{1.f}); });
+  std::int64_t step = 42;
+  std::optional<Checkpoint> ckpt;
+  {
+    auto scope = s.scope();
+    ckpt.emplace();
+    ckpt->track("weights", *weights);
+    ckpt->track("seen", *seen);
+    ckpt->track("step", &step);
+  }
+  const std::string path = ckpt->save(dir);
+  // Every worker returns the chief's path, and there is one file.
+  std::vector<Tensor> same(static_cast<std::size_t>(g_local), Tensor(std::int64_t{0}));
+  same[0] = Tensor(static_cast<std::int64_t>(std::hash<std::string>{}(path) % 1000003));
+  EXPECT_EQ(s.reduce(ReduceOp::SUM, PerReplica<Tensor>(same)).data<std::int64_t>()[0],
+            s.num_workers() * same[0].data<std::int64_t>()[0]);
+  EXPECT_TRUE(std::filesystem::exists(path));
+  EXPECT_EQ(std::distance(std::filesystem::directory_iterator(dir), std::filesystem::directory_iterator{}), 1);
+
+  // Change everything, restore, and every worker has the saved state back.
+  weights->assign(Tensor{9.f, 9.f});
+  seen->assign(Tensor{100.f});
+  step = 0;
+  ckpt->restore(path);
+  for (const Tensor& c : weights->values()) EXPECT_EQ(c, (Tensor{1.f, 2.f}));
+  EXPECT_EQ(seen->value(), Tensor{static_cast<float>(s.num_replicas_in_sync())});
+  EXPECT_EQ(step, 42);
+  s.reduce(ReduceOp::SUM, PerReplica<Tensor>(pid));  // everyone restored before the chief cleans up
+  if (s.is_chief()) std::filesystem::remove_all(dir);
 }
 
 TEST(MultiWorker, DifferentVariablesOnTheWorkersAreNamed) {
