@@ -1,10 +1,15 @@
-// MultiWorkerMirroredStrategy on MPI that the program initialized itself
-// (run by CTest under mpirun -np 2, label mpi):
-//   funneled  MPI initialized with MPI_THREAD_FUNNELED: the strategy raises
-//             FailedPreconditionError naming the thread level it needs;
+// How a MultiWorkerMirroredStrategy finds its place (run by CTest under
+// mpirun -np 2, label mpi):
+//   funneled  MPI initialized by the program with MPI_THREAD_FUNNELED: the
+//             strategy raises FailedPreconditionError naming the thread level
+//             it needs;
 //   split     MPI initialized with MPI_THREAD_MULTIPLE and MPI_COMM_WORLD
 //             split into one communicator per rank: a strategy on it has one
-//             worker (the program's communicator is used, not the world).
+//             worker (the program's communicator is used, not the world);
+//   tf_config TF_CONFIG (set per rank by mpirun) with a chief and a worker:
+//             rank 0 is the chief, rank 1 not, 2 workers;
+//   tf_config_mismatch  TF_CONFIG whose task ids disagree with the MPI ranks:
+//             InvalidArgumentError naming both.
 // Prints "PASS <mode>" and returns 0 when the behaviour is as described.
 #include <mpi.h>
 
@@ -52,11 +57,33 @@ bool split() {
   return ok;
 }
 
+bool tf_config() {
+  dist::MultiWorkerMirroredStrategy strategy;
+  const int w = strategy.worker_index();
+  std::cout << "worker " << w << ": chief " << strategy.is_chief() << ", " << strategy.num_workers() << " workers\n";
+  return strategy.num_workers() == 2 && strategy.is_chief() == (w == 0);
+}
+
+bool tf_config_mismatch() {
+  try {
+    dist::MultiWorkerMirroredStrategy strategy;
+  } catch (const dist::InvalidArgumentError& e) {
+    std::cout << e.what() << "\n";
+    const std::string what = e.what();
+    return what.find("TF_CONFIG") != std::string::npos && what.find("rank") != std::string::npos;
+  }
+  return false;
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
   const std::string mode = argc > 1 ? argv[1] : "";
-  const bool ok = mode == "funneled" ? funneled() : mode == "split" ? split() : false;
+  const bool ok = mode == "funneled"             ? funneled()
+                  : mode == "split"              ? split()
+                  : mode == "tf_config"          ? tf_config()
+                  : mode == "tf_config_mismatch" ? tf_config_mismatch()
+                                                 : false;
   std::cout << (ok ? "PASS " : "FAIL ") << mode << std::endl;
   return ok ? 0 : 1;
 }
