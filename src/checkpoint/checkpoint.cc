@@ -195,7 +195,7 @@ std::vector<std::byte> encode(const std::vector<NamedTensor>& entries) {
 std::vector<NamedTensor> decode(std::span<const std::byte> file, const std::string& path) {
   const std::string where = "checkpoint " + path + ": ";
   const std::size_t magic_bytes = std::min(file.size(), sizeof(kMagic));
-  if (std::memcmp(file.data(), kMagic, magic_bytes) != 0) {
+  if (magic_bytes > 0 && std::memcmp(file.data(), kMagic, magic_bytes) != 0) {
     throw DataLossError(where + "not a distribute checkpoint: expected the file to start with the magic \"DISTCKPT\"");
   }
   if (file.size() < kHeaderSize) {
