@@ -10,6 +10,7 @@ packages=(
   openmpi-bin libopenmpi-dev     # MPI reference benchmark now, MultiWorkerMirroredStrategy later
   nlohmann-json3-dev             # parses TF_CONFIG (src/cluster/); header-only, build-time only
   libisal-dev                    # ISA-L's CRC32C for checkpoints (src/checkpoint/); linked by consumers too
+  libcli11-dev                   # distribute-train's command line (tools/train/); header-only, build-time only
 )
 
 missing=()

@@ -1,0 +1,506 @@
+#include "trainer.h"
+
+#include <Eigen/Dense>
+#include <algorithm>
+#include <array>
+#include <chrono>
+#include <cmath>
+#include <cstdio>
+#include <filesystem>
+#include <fstream>
+#include <iomanip>
+#include <numeric>
+#include <ostream>
+#include <random>
+#include <sstream>
+#include <system_error>
+#include <utility>
+
+namespace distribute::train {
+namespace {
+
+using Mat = Eigen::Matrix<float, Eigen::Dynamic, Eigen::Dynamic, Eigen::RowMajor>;
+using RowVec = Eigen::Matrix<float, 1, Eigen::Dynamic>;
+constexpr std::int64_t kInputs = 64;
+constexpr std::int64_t kClasses = 10;
+constexpr double kTestFraction = 0.2;
+
+// --- Data -------------------------------------------------------------------
+
+struct Split {
+  Tensor train_x, train_y, test_x, test_y;
+};
+
+// Gathers rows `order[begin, end)` of images (scaled to [0, 1]) and labels.
+std::pair<Tensor, Tensor> gather_rows(const Digits& digits, const std::vector<std::int64_t>& order, std::size_t begin,
+                                      std::size_t end) {
+  const auto pixels = digits.images.data<float>();
+  const auto labels = digits.labels.data<std::int32_t>();
+  std::vector<float> x;
+  std::vector<std::int32_t> y;
+  x.reserve((end - begin) * kInputs);
+  y.reserve(end - begin);
+  for (std::size_t i = begin; i < end; ++i) {
+    const auto row = static_cast<std::size_t>(order[i]);
+    for (std::size_t j = 0; j < kInputs; ++j) x.push_back(pixels[row * kInputs + j] / 16.f);
+    y.push_back(labels[row]);
+  }
+  const auto rows = static_cast<std::int64_t>(end - begin);
+  return {Tensor(std::move(x), {rows, kInputs}), Tensor(std::move(y), {rows})};
+}
+
+// A fixed split: a permutation drawn from `seed`, its first 20 % for testing.
+Split load_split(const std::string& path, std::uint64_t seed) {
+  const Digits digits = path.empty() ? load_digits() : load_digits(path);
+  if (digits.images.dim(1) != kInputs) {
+    throw InvalidArgumentError("digits: expected 64 pixels per image, got " + std::to_string(digits.images.dim(1)));
+  }
+  const auto n = static_cast<std::size_t>(digits.images.dim(0));
+  std::vector<std::int64_t> order(n);
+  std::iota(order.begin(), order.end(), 0);
+  std::mt19937_64 rng(seed);
+  std::shuffle(order.begin(), order.end(), rng);
+  const auto test = static_cast<std::size_t>(static_cast<double>(n) * kTestFraction);
+  auto [test_x, test_y] = gather_rows(digits, order, 0, test);
+  auto [train_x, train_y] = gather_rows(digits, order, test, n);
+  return {train_x, train_y, test_x, test_y};
+}
+
+// The shuffle seed of an epoch: a function of (seed, epoch) only, so a
+// resumed run draws the same order as an uninterrupted one.
+std::uint64_t epoch_seed(std::uint64_t seed, int epoch) {
+  std::seed_seq seq{static_cast<std::uint32_t>(seed), static_cast<std::uint32_t>(seed >> 32),
+                    static_cast<std::uint32_t>(epoch)};
+  std::array<std::uint32_t, 2> words{};
+  seq.generate(words.begin(), words.end());
+  return (static_cast<std::uint64_t>(words[0]) << 32) | words[1];
+}
+
+VariableOptions named(std::string name) {
+  VariableOptions options;
+  options.name = std::move(name);
+  return options;
+}
+
+// --- Model ------------------------------------------------------------------
+
+// Parameters in order kernel0, bias0, kernel1, bias1, ...; kernel l is
+// [in, out] (row-major), bias l is [out].
+std::vector<Variable> make_parameters(const std::vector<std::int64_t>& sizes, std::uint64_t seed) {
+  std::mt19937_64 rng(seed);
+  std::vector<Variable> params;
+  for (std::size_t l = 0; l + 1 < sizes.size(); ++l) {
+    const std::int64_t in = sizes[l], out = sizes[l + 1];
+    // Glorot uniform, as Keras's Dense layers start.
+    const auto limit = static_cast<float>(std::sqrt(6.0 / static_cast<double>(in + out)));
+    std::uniform_real_distribution<float> uniform(-limit, limit);
+    std::vector<float> kernel(static_cast<std::size_t>(in * out));
+    for (float& w : kernel) w = uniform(rng);
+    const std::string prefix = "dense" + std::to_string(l);
+    params.emplace_back(Tensor(std::move(kernel), {in, out}), named(prefix + "/kernel"));
+    params.emplace_back(Tensor::zeros(DType::kFloat32, {out}), named(prefix + "/bias"));
+  }
+  return params;
+}
+
+struct Pass {
+  double loss_sum = 0;        // sum of per-example cross-entropies
+  std::int64_t correct = 0;   // examples whose argmax is the label
+  std::vector<Tensor> grads;  // d(loss_sum * loss_scale)/d(params), when asked
+};
+
+// Forward (and, with want_grads, backward) pass of the MLP over `rows`
+// examples. Gradients are of loss_sum * loss_scale.
+Pass forward_backward(const std::vector<Tensor>& params, const Tensor& x, const Tensor& y, float loss_scale,
+                      bool want_grads) {
+  Pass pass;
+  const std::size_t layers = params.size() / 2;
+  const Eigen::Index rows = x.dim(0);
+  if (rows == 0) {
+    if (want_grads) {
+      for (const Tensor& p : params) pass.grads.push_back(Tensor::zeros(DType::kFloat32, p.shape()));
+    }
+    return pass;
+  }
+  auto kernel = [&](std::size_t l) {
+    const Tensor& t = params[2 * l];
+    return Eigen::Map<const Mat>(t.data<float>().data(), t.dim(0), t.dim(1));
+  };
+  auto bias = [&](std::size_t l) {
+    const Tensor& t = params[2 * l + 1];
+    return Eigen::Map<const RowVec>(t.data<float>().data(), t.dim(0));
+  };
+  std::vector<Mat> acts(layers);  // inputs of each layer
+  acts[0] = Eigen::Map<const Mat>(x.data<float>().data(), rows, x.dim(1));
+  Mat logits;
+  for (std::size_t l = 0; l < layers; ++l) {
+    Mat z = (acts[l] * kernel(l)).rowwise() + bias(l);
+    if (l + 1 < layers) {
+      acts[l + 1] = z.cwiseMax(0.f);
+    } else {
+      logits = std::move(z);
+    }
+  }
+  const auto labels = y.data<std::int32_t>();
+  Mat probs = (logits.colwise() - logits.rowwise().maxCoeff()).array().exp().matrix();
+  const Eigen::VectorXf denom = probs.rowwise().sum();
+  probs = probs.array().colwise() / denom.array();
+  for (Eigen::Index i = 0; i < rows; ++i) {
+    const auto label = static_cast<Eigen::Index>(labels[static_cast<std::size_t>(i)]);
+    pass.loss_sum -= std::log(std::max(static_cast<double>(probs(i, label)), 1e-30));
+    Eigen::Index best = 0;
+    logits.row(i).maxCoeff(&best);
+    if (best == label) ++pass.correct;
+  }
+  if (!want_grads) return pass;
+
+  Mat delta = probs;
+  for (Eigen::Index i = 0; i < rows; ++i) delta(i, labels[static_cast<std::size_t>(i)]) -= 1.f;
+  delta *= loss_scale;
+  pass.grads.resize(params.size());
+  for (std::size_t l = layers; l-- > 0;) {
+    const Mat grad_kernel = acts[l].transpose() * delta;
+    const RowVec grad_bias = delta.colwise().sum();
+    pass.grads[2 * l] =
+        Tensor(std::vector<float>(grad_kernel.data(), grad_kernel.data() + grad_kernel.size()), params[2 * l].shape());
+    pass.grads[2 * l + 1] =
+        Tensor(std::vector<float>(grad_bias.data(), grad_bias.data() + grad_bias.size()), params[2 * l + 1].shape());
+    if (l > 0) {
+      Mat back = delta * kernel(l).transpose();
+      delta = back.cwiseProduct((acts[l].array() > 0.f).cast<float>().matrix());
+    }
+  }
+  return pass;
+}
+
+// --- Optimizers ---------------------------------------------------------------
+
+// Applies gradients in cross-replica context (inside merge_call): every
+// assign writes every component of a mirrored variable, so the replicas'
+// copies stay identical. Slots are mirrored variables created in the
+// strategy's scope like the parameters.
+class Optimizer {
+ public:
+  virtual ~Optimizer() = default;
+  virtual void apply(const std::vector<Tensor>& grads) = 0;
+  virtual void track(Checkpoint& checkpoint) const = 0;
+};
+
+Tensor from_array(const Eigen::ArrayXf& a, const Shape& shape) {
+  return Tensor(std::vector<float>(a.data(), a.data() + a.size()), shape);
+}
+Eigen::Map<const Eigen::ArrayXf> as_array(const Tensor& t) {
+  return {t.data<float>().data(), static_cast<Eigen::Index>(t.num_elements())};
+}
+
+std::vector<Variable> make_slots(const std::vector<Variable>& params, const std::string& slot) {
+  std::vector<Variable> slots;
+  for (const Variable& p : params) {
+    slots.emplace_back(Tensor::zeros(p.dtype(), p.shape()), named(p.name() + "/" + slot));
+  }
+  return slots;
+}
+
+// Keras's SGD with momentum: v = momentum * v - lr * g; w += v.
+class MomentumSgd final : public Optimizer {
+ public:
+  MomentumSgd(std::vector<Variable> params, double lr, double momentum)
+      : params_(std::move(params)),
+        velocity_(make_slots(params_, "momentum")),
+        lr_(static_cast<float>(lr)),
+        momentum_(static_cast<float>(momentum)) {}
+
+  void apply(const std::vector<Tensor>& grads) override {
+    for (std::size_t i = 0; i < params_.size(); ++i) {
+      const Tensor v = velocity_[i].value();
+      const Eigen::ArrayXf new_v = momentum_ * as_array(v) - lr_ * as_array(grads[i]);
+      const Tensor w = params_[i].value();
+      velocity_[i].assign(from_array(new_v, v.shape()));
+      params_[i].assign(from_array(as_array(w) + new_v, w.shape()));
+    }
+  }
+  void track(Checkpoint& checkpoint) const override {
+    for (const Variable& v : velocity_) checkpoint.track("optimizer/" + v.name(), v);
+  }
+
+ private:
+  std::vector<Variable> params_, velocity_;
+  float lr_, momentum_;
+};
+
+// Keras's Adam (epsilon outside the square root, bias correction in the rate).
+class Adam final : public Optimizer {
+ public:
+  Adam(std::vector<Variable> params, double lr)
+      : params_(std::move(params)),
+        m_(make_slots(params_, "m")),
+        v_(make_slots(params_, "v")),
+        iterations_(Tensor(std::int64_t{0}), named("optimizer/iterations")),
+        lr_(lr) {}
+
+  void apply(const std::vector<Tensor>& grads) override {
+    const std::int64_t t = iterations_.value().item<std::int64_t>() + 1;
+    iterations_.assign(Tensor(t));
+    const double td = static_cast<double>(t);
+    const auto lr_t = static_cast<float>(lr_ * std::sqrt(1.0 - std::pow(kBeta2, td)) / (1.0 - std::pow(kBeta1, td)));
+    const auto b1 = static_cast<float>(kBeta1), b2 = static_cast<float>(kBeta2);
+    for (std::size_t i = 0; i < params_.size(); ++i) {
+      const Eigen::Map<const Eigen::ArrayXf> g = as_array(grads[i]);
+      const Tensor m = m_[i].value(), v = v_[i].value(), w = params_[i].value();
+      const Eigen::ArrayXf new_m = b1 * as_array(m) + (1.f - b1) * g;
+      const Eigen::ArrayXf new_v = b2 * as_array(v) + (1.f - b2) * g.square();
+      const Eigen::ArrayXf new_w = as_array(w) - lr_t * new_m / (new_v.sqrt() + kEpsilon);
+      m_[i].assign(from_array(new_m, m.shape()));
+      v_[i].assign(from_array(new_v, v.shape()));
+      params_[i].assign(from_array(new_w, w.shape()));
+    }
+  }
+  void track(Checkpoint& checkpoint) const override {
+    checkpoint.track("optimizer/iterations", iterations_);
+    for (const Variable& m : m_) checkpoint.track("optimizer/" + m.name(), m);
+    for (const Variable& v : v_) checkpoint.track("optimizer/" + v.name(), v);
+  }
+
+ private:
+  static constexpr double kBeta1 = 0.9, kBeta2 = 0.999;
+  static constexpr float kEpsilon = 1e-7f;
+  std::vector<Variable> params_, m_, v_;
+  Variable iterations_;
+  double lr_;
+};
+
+std::unique_ptr<Optimizer> make_optimizer(const TrainConfig& config, const std::vector<Variable>& params) {
+  if (config.optimizer == OptimizerKind::kAdam) return std::make_unique<Adam>(params, config.effective_learning_rate());
+  return std::make_unique<MomentumSgd>(params, config.effective_learning_rate(), config.momentum);
+}
+
+std::vector<Tensor> read_all(const std::vector<Variable>& vars) {
+  std::vector<Tensor> out;
+  out.reserve(vars.size());
+  for (const Variable& v : vars) out.push_back(v.value());
+  return out;
+}
+
+double evaluate(const std::vector<Variable>& params, const Split& data) {
+  const Pass pass = forward_backward(read_all(params), data.test_x, data.test_y, 0.f, /*want_grads=*/false);
+  return static_cast<double>(pass.correct) / static_cast<double>(data.test_x.dim(0));
+}
+
+// Fails early (before any training) when the directory cannot be written.
+void prepare_checkpoint_dir(const std::string& dir) {
+  std::error_code ec;
+  std::filesystem::create_directories(dir, ec);
+  if (ec) throw FailedPreconditionError("checkpoint directory '" + dir + "': " + ec.message());
+  const std::string probe = dir + "/.distribute-train-probe";
+  {
+    std::ofstream out(probe);
+    if (!out) throw FailedPreconditionError("checkpoint directory '" + dir + "' is not writable");
+  }
+  std::filesystem::remove(probe, ec);
+}
+
+}  // namespace
+
+StrategyKind parse_strategy_kind(std::string_view name) {
+  if (name == "default") return StrategyKind::kDefault;
+  if (name == "one_device") return StrategyKind::kOneDevice;
+  if (name == "mirrored") return StrategyKind::kMirrored;
+  if (name == "multi_worker") return StrategyKind::kMultiWorker;
+  throw InvalidArgumentError("unknown strategy '" + std::string(name) +
+                             "' (expected default, one_device, mirrored or multi_worker)");
+}
+
+OptimizerKind parse_optimizer_kind(std::string_view name) {
+  if (name == "sgd") return OptimizerKind::kSgd;
+  if (name == "adam") return OptimizerKind::kAdam;
+  throw InvalidArgumentError("unknown optimizer '" + std::string(name) + "' (expected sgd or adam)");
+}
+
+double TrainConfig::effective_learning_rate() const {
+  if (learning_rate) return *learning_rate;
+  return optimizer == OptimizerKind::kAdam ? 0.001 : 0.05;
+}
+
+void validate(const TrainConfig& config) {
+  if (config.replicas < 1)
+    throw InvalidArgumentError("--replicas must be >= 1, got " + std::to_string(config.replicas));
+  if ((config.strategy == StrategyKind::kDefault || config.strategy == StrategyKind::kOneDevice) &&
+      config.replicas != 1) {
+    throw InvalidArgumentError("--strategy default and one_device have one replica, got --replicas " +
+                               std::to_string(config.replicas));
+  }
+  if (config.batch_size < 1) {
+    throw InvalidArgumentError("--batch-size must be >= 1, got " + std::to_string(config.batch_size));
+  }
+  if (config.epochs < 1) throw InvalidArgumentError("--epochs must be >= 1, got " + std::to_string(config.epochs));
+  const double lr = config.effective_learning_rate();
+  if (!(lr > 0) || !std::isfinite(lr)) throw InvalidArgumentError("--learning-rate must be > 0");
+  if (!(config.momentum >= 0 && config.momentum < 1)) throw InvalidArgumentError("momentum must be in [0, 1)");
+  for (std::int64_t h : config.hidden) {
+    if (h < 1) throw InvalidArgumentError("hidden layer sizes must be >= 1, got " + std::to_string(h));
+  }
+  if (config.resume && config.checkpoint_dir.empty()) {
+    throw InvalidArgumentError("--resume needs --checkpoint-dir");
+  }
+}
+
+std::unique_ptr<Strategy> make_strategy(const TrainConfig& config) {
+  std::vector<std::string> devices;
+  for (int i = 0; i < config.replicas; ++i) devices.push_back("CPU:" + std::to_string(i));
+  switch (config.strategy) {
+    case StrategyKind::kDefault:
+      return nullptr;  // the default strategy is a singleton: train() uses get_default_strategy()
+    case StrategyKind::kOneDevice:
+      return std::make_unique<OneDeviceStrategy>("CPU:0");
+    case StrategyKind::kMirrored:
+      return std::make_unique<MirroredStrategy>(devices);
+    case StrategyKind::kMultiWorker: {
+      MultiWorkerOptions options;
+      options.local_devices = devices;
+      return std::make_unique<MultiWorkerMirroredStrategy>(options);
+    }
+  }
+  throw InvalidArgumentError("unknown strategy kind");
+}
+
+TrainResult train(const TrainConfig& config) {
+  validate(config);
+  std::unique_ptr<Strategy> strategy = make_strategy(config);
+  return train(strategy ? *strategy : get_default_strategy(), config);
+}
+
+TrainResult train(Strategy& strategy, const TrainConfig& config) {
+  validate(config);
+  const bool chief = strategy.is_chief();
+  std::ostream* log = chief ? config.log : nullptr;
+  if (!config.checkpoint_dir.empty() && chief) prepare_checkpoint_dir(config.checkpoint_dir);
+  const Split data = load_split(config.data_path, config.seed);
+
+  std::vector<std::int64_t> sizes{kInputs};
+  sizes.insert(sizes.end(), config.hidden.begin(), config.hidden.end());
+  sizes.push_back(kClasses);
+
+  // Model and optimizer state: mirrored variables (one copy per replica),
+  // updated only in cross-replica context inside merge_call, so their
+  // aggregation stays NONE, as Keras's are.
+  std::vector<Variable> params;
+  std::unique_ptr<Optimizer> optimizer;
+  {
+    StrategyScope scope = strategy.scope();
+    params = make_parameters(sizes, config.seed);
+    optimizer = make_optimizer(config, params);
+  }
+
+  std::int64_t epoch = 0;           // epochs completed
+  std::int64_t step = 0;            // optimizer steps taken
+  std::int64_t input_position = 0;  // batches of the current epoch consumed
+  std::uint64_t seed = config.seed;
+  Checkpoint checkpoint({.max_to_keep = 3});
+  for (const Variable& p : params) checkpoint.track("model/" + p.name(), p);
+  optimizer->track(checkpoint);
+  checkpoint.track("epoch", &epoch);
+  checkpoint.track("step", &step);
+  checkpoint.track("input_position", &input_position);
+  checkpoint.track("rng_seed", &seed);
+
+  TrainResult result;
+  if (config.resume) {
+    if (std::optional<std::string> latest = latest_checkpoint(config.checkpoint_dir)) {
+      StrategyScope scope = strategy.scope();
+      checkpoint.restore(*latest);
+      if (seed != config.seed) {
+        throw FailedPreconditionError("checkpoint " + *latest + " was written with --seed " + std::to_string(seed) +
+                                      ", not " + std::to_string(config.seed));
+      }
+      result.resumed_from_epoch = static_cast<int>(epoch);
+      if (log) *log << "resumed from " << *latest << " (epoch " << epoch << ", step " << step << ")\n";
+    } else if (log) {
+      *log << "no checkpoint in " << config.checkpoint_dir << ": starting from scratch\n";
+    }
+  }
+
+  std::ofstream csv;
+  if (!config.csv_path.empty() && chief) {
+    const bool append = result.resumed_from_epoch > 0;
+    csv.open(config.csv_path, append ? std::ios::app : std::ios::trunc);
+    if (!csv) throw FailedPreconditionError("cannot write the learning curve to '" + config.csv_path + "'");
+    if (!append) csv << "epoch,loss,accuracy,test_accuracy,seconds,samples_per_second\n";
+  }
+
+  const std::int64_t global_batch = config.batch_size;
+  const auto loss_scale = static_cast<float>(1.0 / static_cast<double>(global_batch));
+  const std::int64_t train_rows = data.train_x.dim(0);
+
+  // One replica's step (TF's step_fn): its slice of the global batch in,
+  // [loss sum, correct, examples] of the slice out.
+  auto step_fn = [&](const Element& batch) {
+    ReplicaContext& ctx = *get_replica_context();
+    Pass pass = forward_backward(read_all(params), batch[0], batch[1], loss_scale, /*want_grads=*/true);
+    // Each replica's gradient is of its loss sum / GLOBAL batch: their SUM
+    // is the gradient of the global batch's mean loss.
+    std::vector<Tensor> grads = ctx.all_reduce(ReduceOp::SUM, pass.grads);
+    ctx.merge_call([&](Strategy&, const PerReplica<std::vector<Tensor>>& all) { optimizer->apply(all.primary()); },
+                   grads);
+    return Tensor({pass.loss_sum, static_cast<double>(pass.correct), static_cast<double>(batch[0].dim(0))});
+  };
+
+  for (int e = static_cast<int>(epoch); e < config.epochs; ++e) {
+    const auto start = std::chrono::steady_clock::now();
+    Dataset dataset = Dataset::from_tensor_slices({data.train_x, data.train_y})
+                          .shuffle(train_rows, epoch_seed(seed, e), /*reshuffle_each_iteration=*/false)
+                          .skip(input_position * global_batch)
+                          .batch(global_batch);
+    double loss_sum = 0, correct = 0, examples = 0;
+    std::int64_t steps_this_epoch = 0;
+    for (const PerReplica<Element>& batch : strategy.experimental_distribute_dataset(dataset)) {
+      if (config.max_steps_per_epoch >= 0 && steps_this_epoch >= config.max_steps_per_epoch) break;
+      PerReplica<Tensor> metrics = strategy.run(step_fn, batch);
+      const Tensor total = strategy.reduce(ReduceOp::SUM, metrics);
+      const auto t = total.data<double>();
+      loss_sum += t[0];
+      correct += t[1];
+      examples += t[2];
+      ++step;
+      ++steps_this_epoch;
+    }
+    const double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+    epoch = e + 1;
+    input_position = 0;
+
+    EpochStats stats;
+    stats.epoch = e + 1;
+    stats.loss = examples > 0 ? loss_sum / examples : 0;
+    stats.accuracy = examples > 0 ? correct / examples : 0;
+    stats.seconds = seconds;
+    stats.samples_per_second = seconds > 0 ? examples / seconds : 0;
+    {
+      StrategyScope scope = strategy.scope();
+      stats.test_accuracy = evaluate(params, data);
+      if (!config.checkpoint_dir.empty()) checkpoint.save(config.checkpoint_dir);
+    }
+    result.history.push_back(stats);
+    if (log) {
+      std::ostringstream line;
+      line << std::fixed << "epoch " << stats.epoch << "/" << config.epochs << "  loss " << std::setprecision(4)
+           << stats.loss << "  accuracy " << stats.accuracy << "  test_accuracy " << stats.test_accuracy << "  "
+           << std::setprecision(0) << stats.samples_per_second << " samples/s  " << std::setprecision(3) << seconds
+           << " s\n";
+      *log << line.str() << std::flush;
+    }
+    if (csv.is_open()) {
+      csv << stats.epoch << ',' << stats.loss << ',' << stats.accuracy << ',' << stats.test_accuracy << ','
+          << stats.seconds << ',' << stats.samples_per_second << '\n'
+          << std::flush;
+      if (!csv) throw UnavailableError("writing the learning curve to '" + config.csv_path + "' failed");
+    }
+  }
+
+  StrategyScope scope = strategy.scope();
+  result.test_accuracy = evaluate(params, data);
+  result.steps = step;
+  result.parameters = read_all(params);
+  if (log) *log << "test accuracy " << std::fixed << std::setprecision(4) << result.test_accuracy << "\n";
+  return result;
+}
+
+}  // namespace distribute::train

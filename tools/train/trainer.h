@@ -1,0 +1,107 @@
+// distribute-train's pieces: a data-parallel MLP trainer on the
+// handwritten-digits data set, written with the library's public API as a
+// user would write it (TF's custom training loop with tf.distribute):
+//
+//   with strategy.scope(): model and optimizer variables (mirrored)
+//   for each epoch:
+//     for batch in strategy.experimental_distribute_dataset(ds):
+//       strategy.run(step_fn, batch)   # forward/backward on the replica's
+//                                      # slice, loss / GLOBAL batch size,
+//                                      # all_reduce(SUM, gradients),
+//                                      # merge_call -> optimizer update
+//       strategy.reduce(SUM, metrics)
+//     checkpoint.save(dir)
+//
+// Every replica count gives the same training (up to float rounding of the
+// gradient sum): the variables start from one seeded initialization, the
+// data order depends only on (seed, epoch), and each step applies the
+// gradient of the whole global batch.
+#pragma once
+
+#include <cstdint>
+#include <iosfwd>
+#include <memory>
+#include <optional>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "distribute/distribute.h"
+
+namespace distribute::train {
+
+enum class StrategyKind { kDefault, kOneDevice, kMirrored, kMultiWorker };
+enum class OptimizerKind { kSgd, kAdam };
+
+// "default", "one_device", "mirrored", "multi_worker"; InvalidArgumentError otherwise.
+StrategyKind parse_strategy_kind(std::string_view name);
+// "sgd", "adam"; InvalidArgumentError otherwise.
+OptimizerKind parse_optimizer_kind(std::string_view name);
+
+struct TrainConfig {
+  StrategyKind strategy = StrategyKind::kMirrored;
+  // Replicas of this process (mirrored, multi_worker); must be 1 for
+  // default and one_device.
+  int replicas = 2;
+  int epochs = 20;
+  // The global batch size, split across all replicas in sync.
+  std::int64_t batch_size = 64;
+  // Unset: 0.05 for SGD, 0.001 for Adam.
+  std::optional<double> learning_rate;
+  OptimizerKind optimizer = OptimizerKind::kSgd;
+  double momentum = 0.9;  // SGD only
+  std::uint64_t seed = 42;
+  // Hidden layer sizes; the input (64) and output (10) sizes are fixed by the data.
+  std::vector<std::int64_t> hidden = {128, 128};
+  // Empty: the shipped data set (default_digits_path()).
+  std::string data_path;
+  // Non-empty: save a checkpoint there after every epoch (created if missing).
+  std::string checkpoint_dir;
+  // Restore the latest checkpoint of checkpoint_dir (if any) and continue.
+  bool resume = false;
+  // Non-empty: write the learning curve (one row per epoch) there.
+  std::string csv_path;
+  // Tests: stop every epoch after this many steps (-1: whole epochs).
+  std::int64_t max_steps_per_epoch = -1;
+  // Progress lines go there (chief only); nullptr: silent.
+  std::ostream* log = nullptr;
+
+  double effective_learning_rate() const;
+};
+
+// Raises InvalidArgumentError naming the first bad field (non-positive
+// batch, replicas, epochs, learning rate or layer size; resume without a
+// checkpoint directory; replicas != 1 for a single-replica strategy).
+void validate(const TrainConfig& config);
+
+// The strategy the config names (MirroredStrategy over CPU:0..CPU:n-1).
+std::unique_ptr<Strategy> make_strategy(const TrainConfig& config);
+
+struct EpochStats {
+  int epoch = 0;        // 1-based
+  double loss = 0;      // mean training loss per example over the epoch
+  double accuracy = 0;  // training accuracy over the epoch
+  double test_accuracy = 0;
+  double seconds = 0;
+  double samples_per_second = 0;
+};
+
+struct TrainResult {
+  // Epochs run by this call (a resumed run lists only the new ones).
+  std::vector<EpochStats> history;
+  double test_accuracy = 0;
+  std::int64_t steps = 0;  // optimizer steps in total, including restored ones
+  // The trained parameters (kernel, bias per layer), cross-replica values.
+  std::vector<Tensor> parameters;
+  // Epoch the run started from after a restore (0: from scratch).
+  int resumed_from_epoch = 0;
+};
+
+// Trains with `strategy` (its scope must not be entered). Raises the
+// library's errors: NotFoundError for a missing data file,
+// FailedPreconditionError for an unwritable checkpoint directory, ...
+TrainResult train(Strategy& strategy, const TrainConfig& config);
+// validate(config), make_strategy(config), then train.
+TrainResult train(const TrainConfig& config);
+
+}  // namespace distribute::train
