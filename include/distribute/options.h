@@ -17,7 +17,7 @@ struct CommunicationOptions {
   // DeadlineExceededError on every waiting replica. Unset: the strategy's
   // default (60 s unless the strategy was built with other options).
   // Must be > 0 when set.
-  std::optional<double> timeout_seconds;
+  std::optional<double> timeout_seconds = std::nullopt;
   // A hint; in-process replicas always use the shared-memory engine.
   CommunicationImplementation implementation = CommunicationImplementation::AUTO;
 

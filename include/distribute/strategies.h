@@ -50,11 +50,11 @@ struct MultiWorkerOptions {
   // The cluster as TF describes it; unset: TF_CONFIG from the environment,
   // if set. It must agree with the MPI communicator (size = number of
   // workers, rank = TF's id_in_cluster).
-  std::optional<TFConfigClusterResolver> cluster_resolver;
+  std::optional<TFConfigClusterResolver> cluster_resolver = std::nullopt;
   // An MPI_Comm of the program's (distribute/mpi.h sets it); empty: the
   // library duplicates MPI_COMM_WORLD, initializing MPI if the program has
   // not (then it also finalizes MPI at exit).
-  std::any mpi_communicator;
+  std::any mpi_communicator = {};
 };
 
 // M worker processes x N local replicas, TF's MultiWorkerMirroredStrategy,

@@ -52,7 +52,7 @@ struct VariableOptions {
   VariableSynchronization synchronization = VariableSynchronization::AUTO;
   VariableAggregation aggregation = VariableAggregation::NONE;
   // Default: true, except for ON_READ variables (false, as in TF).
-  std::optional<bool> trainable;
+  std::optional<bool> trainable = std::nullopt;
 };
 
 class Variable {

@@ -523,5 +523,15 @@ TEST(VariableMisuse, VariableOfAnotherStrategyInAReplicaFunction) {
   expect_all_components(mirrored, Tensor(3.f));
 }
 
+// Options structs take designated initializers without warnings (the
+// project builds with -Wextra -Werror, as users may).
+TEST(VariableOptionsTest, DesignatedInitializers) {
+  const VariableOptions options{.name = "w", .aggregation = VariableAggregation::SUM};
+  const CommunicationOptions communication{.bytes_per_pack = 1024};
+  EXPECT_EQ(options.name, "w");
+  EXPECT_FALSE(options.trainable.has_value());
+  EXPECT_FALSE(communication.timeout_seconds.has_value());
+}
+
 }  // namespace
 }  // namespace distribute
