@@ -7,7 +7,7 @@ packages=(
   g++ cmake ninja-build          # toolchain
   libgtest-dev libgmock-dev      # tests
   libbenchmark-dev libeigen3-dev # bench/ (Eigen: the MLP step the input benchmark compares against)
-  openmpi-bin libopenmpi-dev     # MPI reference benchmark now, MultiWorkerMirroredStrategy later
+  openmpi-bin libopenmpi-dev     # MultiWorkerMirroredStrategy, its mpirun tests, the MPI benchmarks
   nlohmann-json3-dev             # parses TF_CONFIG (src/cluster/); header-only, build-time only
   libisal-dev                    # ISA-L's CRC32C for checkpoints (src/checkpoint/); linked by consumers too
   libcli11-dev                   # distribute-train's command line (tools/train/); header-only, build-time only
