@@ -345,23 +345,39 @@ std::vector<Tensor>& CollectiveGroup::all_reduce(int replica, ReduceOp op, std::
     any_split = any_split || p.split;
   }
 
+  // The previous call's results are the caller's now: dropping this slot's
+  // references before arriving lets the shared buffers of that call return
+  // to the pool, so that a training loop cycles through one output buffer
+  // per pack instead of two (a working set of 3 buffers, not 4, at 64 MiB).
+  std::vector<Tensor>& results = mine.results;
+  results.clear();
   const std::uint64_t seq = publish(replica, [&](Descriptor& d) {
     d.kind = Kind::kAllReduce;
     d.op = op;
     d.bytes_per_pack = bytes_per_pack;
     d.inputs.assign(values.begin(), values.end());
+  });
+  meet(replica, seq, "all_reduce", deadline);
+
+  if (any_split) {
+    // Replica 0 allocates the shared buffers once everyone has arrived, that
+    // is, once every replica has left the previous call and dropped its
+    // references to that call's buffers (the descriptor's included), then
+    // announces them through its `ready` word.
     if (replica == 0) {
+      slot(0).desc[(seq - 1) & 1].packs.clear();
+      Descriptor& d = slot(0).desc[seq & 1];
       for (const Pack& p : plan) {
         if (!p.split) continue;
         void* data = nullptr;
         d.packs.push_back(buffers_.allocate(values[p.first].dtype(), {p.elements}, &data));
       }
+      slot(0).ready.store(seq);
+      progress_.notify_if_sleeping();
+    } else {
+      wait(replica, seq, "all_reduce", deadline, Phase::kFinish, [&] { return slot(0).ready.load() >= seq; });
     }
-  });
-  meet(replica, seq, "all_reduce", deadline);
-
-  std::vector<Tensor>& results = mine.results;
-  results.clear();
+  }
   const Descriptor& d0 = desc(0, seq);
   // With other workers MEAN divides once every worker's sum is in.
   const bool mean = op == ReduceOp::MEAN && cross_ == nullptr;

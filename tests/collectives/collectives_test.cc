@@ -125,6 +125,38 @@ TEST_P(CollectivesTest, ResultsOfOneLargeAllReduceShareOneBuffer) {
   }
 }
 
+TEST_P(CollectivesTest, ALoopOfLargeAllReducesReusesOneOutputBuffer) {
+  // A training loop that drops each step's result before the next call
+  // cycles through one shared buffer, not two: the working set of an
+  // all-reduce of S bytes stays at N inputs + 1 output.
+  if (n() == 1) GTEST_SKIP() << "one replica: the input is the result";
+  constexpr std::int64_t kLarge = internal::CollectiveGroup::kSplitBytes / sizeof(float);
+  auto addresses = strategy().run([&] {
+    const Tensor mine(std::vector<float>(static_cast<std::size_t>(kLarge), 1.f), Shape{kLarge});
+    std::vector<std::int64_t> seen;
+    for (int step = 0; step < 6; ++step) {
+      const Tensor sum = ctx().all_reduce(ReduceOp::SUM, mine);
+      seen.push_back(static_cast<std::int64_t>(reinterpret_cast<std::uintptr_t>(sum.bytes().data())));
+    }
+    return seen;
+  });
+  for (int r = 0; r < n(); ++r) {
+    for (std::size_t step = 1; step < addresses[r].size(); ++step) {
+      EXPECT_EQ(addresses[r][step], addresses[r][0]) << "replica " << r << " step " << step;
+    }
+  }
+  // Holding a result keeps its buffer: the next call gets another one.
+  auto held = strategy().run([&] {
+    const Tensor mine(std::vector<float>(static_cast<std::size_t>(kLarge), 1.f), Shape{kLarge});
+    const Tensor first = ctx().all_reduce(ReduceOp::SUM, mine);
+    const Tensor second = ctx().all_reduce(ReduceOp::SUM, mine);
+    return std::vector<Tensor>{first, second};
+  });
+  EXPECT_FALSE(held[0][0].shares_buffer_with(held[0][1]));
+  EXPECT_EQ(held[0][0].data<float>()[0], static_cast<float>(n()));
+  EXPECT_EQ(held[0][1].data<float>()[0], static_cast<float>(n()));
+}
+
 TEST_P(CollectivesTest, MixedDtypeListAndSmallPacks) {
   const int N = n();
   for (std::int64_t bytes_per_pack : {std::int64_t{0}, std::int64_t{8}, std::int64_t{4}}) {
