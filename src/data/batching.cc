@@ -69,6 +69,29 @@ Element stack_elements(const std::vector<Element>& rows, std::int64_t first_inde
   return first.with_components(std::move(out));
 }
 
+Element gather_rows(const std::vector<Tensor>& components, bool is_tuple, std::span<const std::int64_t> rows) {
+  std::vector<Tensor> out;
+  out.reserve(components.size());
+  for (const Tensor& c : components) {
+    Shape shape = c.shape();
+    const auto all = c.bytes();
+    const std::size_t row_bytes = shape[0] > 0 ? all.size() / static_cast<std::size_t>(shape[0]) : 0;
+    shape[0] = static_cast<std::int64_t>(rows.size());
+    void* data = nullptr;
+    Tensor batch = allocate_tensor(c.dtype(), std::move(shape), &data);
+    auto* dst = static_cast<std::byte*>(data);
+    if (row_bytes > 0) {
+      for (const std::int64_t r : rows) {
+        std::memcpy(dst, all.data() + static_cast<std::size_t>(r) * row_bytes, row_bytes);
+        dst += row_bytes;
+      }
+    }
+    out.push_back(std::move(batch));
+  }
+  if (!is_tuple) return Element(std::move(out[0]));
+  return Element(std::move(out));
+}
+
 Element concat_elements(const std::vector<Element>& parts) {
   const Element& first = parts.front();
   std::vector<Tensor> out;

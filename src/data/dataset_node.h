@@ -5,6 +5,7 @@
 #include <cstdint>
 #include <memory>
 #include <optional>
+#include <span>
 #include <string>
 #include <vector>
 
@@ -28,7 +29,25 @@ class ElementIterator {
   // rows contiguously override this with a zero-copy slice, so batching them
   // costs no per-row work.
   virtual std::optional<Element> next_batch(std::int64_t n, std::vector<Element>& pending, std::int64_t& consumed);
+
+  // The rows this iterator has not produced yet, when they are slices of
+  // whole tensors (from_tensor_slices): row i of the element is row i of
+  // every component, for i in [begin, end). The iterator hands them over
+  // and is exhausted afterwards; its reader produces them itself (a shuffle
+  // then moves row indices instead of elements). nullopt for other
+  // iterators, which stay untouched.
+  struct Rows {
+    std::vector<Tensor> components;
+    bool is_tuple = false;
+    std::int64_t begin = 0, end = 0;
+  };
+  virtual std::optional<Rows> take_rows() { return std::nullopt; }
 };
+
+// Rows `rows` of `components`, copied into one new tensor per component and
+// made into an element like the source's (the batch of a shuffled
+// from_tensor_slices: one allocation per component, one copy per row).
+Element gather_rows(const std::vector<Tensor>& components, bool is_tuple, std::span<const std::int64_t> rows);
 
 
 class DatasetNode {

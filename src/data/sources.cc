@@ -43,6 +43,11 @@ class TensorSlicesNode final : public DatasetNode {
         if (!is_tuple_) return Element(std::move(batch[0]));
         return Element(std::move(batch));
       }
+      std::optional<Rows> take_rows() override {
+        Rows rows{components_, is_tuple_, index_, components_[0].dim(0)};
+        index_ = rows.end;
+        return rows;
+      }
 
      private:
       std::vector<Tensor> components_;

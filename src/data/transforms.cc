@@ -9,6 +9,7 @@
 #include <thread>
 #include <utility>
 
+#include "data/batching.h"
 #include "data/dataset_node.h"
 #include "data/prefetcher.h"
 #include "distribute/errors.h"
@@ -228,6 +229,15 @@ class ShuffleNode final : public UnaryNode {
       It(std::unique_ptr<ElementIterator> input, std::size_t buffer_size, std::uint64_t seed)
           : input_(std::move(input)), buffer_size_(buffer_size), rng_(seed) {}
       std::optional<Element> next() override {
+        if (rows_mode()) {
+          const std::optional<std::int64_t> r = next_row();
+          if (!r.has_value()) return std::nullopt;
+          std::vector<Tensor> row;
+          row.reserve(rows_->components.size());
+          for (const Tensor& c : rows_->components) row.push_back(c[*r]);
+          if (!rows_->is_tuple) return Element(std::move(row[0]));
+          return Element(std::move(row));
+        }
         while (!input_done_ && buffer_.size() < buffer_size_) {
           std::optional<Element> e = input_->next();
           if (!e.has_value()) {
@@ -244,12 +254,52 @@ class ShuffleNode final : public UnaryNode {
         return out;
       }
 
+      // Over from_tensor_slices the buffer holds row indices: the same
+      // draws in the same buffer positions give the same order as buffering
+      // the elements, and a batch is one gather of its rows.
+      std::optional<Element> next_batch(std::int64_t n, std::vector<Element>& pending,
+                                        std::int64_t& consumed) override {
+        if (!pending.empty() || !rows_mode()) return ElementIterator::next_batch(n, pending, consumed);
+        picked_.clear();
+        while (static_cast<std::int64_t>(picked_.size()) < n) {
+          const std::optional<std::int64_t> r = next_row();
+          if (!r.has_value()) break;
+          picked_.push_back(*r);
+        }
+        if (picked_.empty()) return std::nullopt;
+        consumed += static_cast<std::int64_t>(picked_.size());
+        return gather_rows(rows_->components, rows_->is_tuple, picked_);
+      }
+
      private:
+      // Decided on the first call: take the input's rows if it hands them over.
+      bool rows_mode() {
+        if (!decided_) {
+          decided_ = true;
+          rows_ = input_->take_rows();
+          if (rows_.has_value()) next_index_ = rows_->begin;
+        }
+        return rows_.has_value();
+      }
+      std::optional<std::int64_t> next_row() {
+        while (next_index_ < rows_->end && indices_.size() < buffer_size_) indices_.push_back(next_index_++);
+        if (indices_.empty()) return std::nullopt;
+        const std::size_t pick = static_cast<std::size_t>(rng_() % indices_.size());
+        const std::int64_t out = indices_[pick];
+        indices_[pick] = indices_.back();
+        indices_.pop_back();
+        return out;
+      }
+
       std::unique_ptr<ElementIterator> input_;
       std::size_t buffer_size_;
       std::mt19937_64 rng_;
       std::vector<Element> buffer_;
       bool input_done_ = false;
+      bool decided_ = false;
+      std::optional<Rows> rows_;
+      std::int64_t next_index_ = 0;
+      std::vector<std::int64_t> indices_, picked_;
     };
     return std::make_unique<It>(iterate(input_), static_cast<std::size_t>(buffer_size_),
                                 mix(seed_ ^ mix(iteration)));
@@ -333,6 +383,24 @@ class SelectNode final : public UnaryNode {
                                                    : i % a_ == b_;
           if (keep) return e;
         }
+      }
+      // take and skip pass batches through (so that a zero-copy or gathered
+      // batch of the input stays one); shard goes element by element.
+      std::optional<Element> next_batch(std::int64_t n, std::vector<Element>& pending,
+                                        std::int64_t& consumed) override {
+        if (kind_ == Kind::kShard || !pending.empty()) return ElementIterator::next_batch(n, pending, consumed);
+        if (kind_ == Kind::kSkip) {
+          while (a_ >= 0 && position_ < a_) {
+            if (!input_->next().has_value()) return std::nullopt;
+            ++position_;
+          }
+          return input_->next_batch(n, pending, consumed);
+        }
+        const std::int64_t want = a_ < 0 ? n : std::min(n, a_ - position_);
+        if (want <= 0) return std::nullopt;
+        std::optional<Element> batch = input_->next_batch(want, pending, consumed);
+        if (batch.has_value()) position_ += batch_dim(*batch, "Dataset::take");
+        return batch;
       }
 
      private:

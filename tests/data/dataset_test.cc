@@ -537,6 +537,73 @@ TEST(Shuffle, BufferOfOneKeepsOrder) {
   EXPECT_EQ(Scalars(Dataset::range(20).shuffle(1, std::uint64_t{5})), Seq(0, 20));
 }
 
+// Over from_tensor_slices the shuffle moves row indices and batches gather
+// rows; the order must be exactly that of shuffling the elements.
+Tensor Longs(i64 n) {
+  std::vector<i64> v(static_cast<std::size_t>(n));
+  std::iota(v.begin(), v.end(), i64{0});
+  return Tensor(std::move(v), Shape{n});
+}
+
+TEST(Shuffle, OverTensorSlicesDrawsTheOrderOfShufflingElements) {
+  for (const i64 buffer : {i64{1}, i64{7}, i64{53}, i64{200}}) {
+    for (const bool reshuffle : {false, true}) {
+      const Dataset rows = Dataset::from_tensor_slices(Longs(53)).shuffle(buffer, std::uint64_t{11}, reshuffle);
+      const Dataset elements = Dataset::range(53).shuffle(buffer, std::uint64_t{11}, reshuffle);
+      for (int iteration = 0; iteration < 2; ++iteration) {
+        EXPECT_EQ(Scalars(rows), Scalars(elements)) << "buffer " << buffer << " iteration " << iteration;
+      }
+      const Dataset rows_batched = Dataset::from_tensor_slices(Longs(53)).shuffle(buffer, std::uint64_t{5}).batch(8);
+      const Dataset elements_batched = Dataset::range(53).shuffle(buffer, std::uint64_t{5}).batch(8);
+      EXPECT_EQ(Batches(rows_batched), Batches(elements_batched)) << "buffer " << buffer;
+    }
+  }
+}
+
+TEST(Shuffle, GatheredTupleBatchesKeepRowsTogether) {
+  // Rows of a [n, 3] feature matrix and their labels: a gathered batch takes
+  // whole rows of every component, in the order the element path draws.
+  const i64 n = 41;
+  std::vector<float> x(static_cast<std::size_t>(n * 3));
+  for (std::size_t i = 0; i < x.size(); ++i) x[i] = static_cast<float>(i);
+  const Tensor features(std::move(x), Shape{n, 3});
+  const Tensor labels = Longs(n);
+  const Dataset fast = Dataset::from_tensor_slices({features, labels}).shuffle(n, std::uint64_t{9}).batch(16);
+  // map() between the source and the shuffle keeps the element path.
+  const Dataset slow = Dataset::from_tensor_slices({features, labels})
+                           .map([](const Element& e) { return e; })
+                           .shuffle(n, std::uint64_t{9})
+                           .batch(16);
+  std::vector<Element> a, b;
+  for (const Element& e : fast) a.push_back(e);
+  for (const Element& e : slow) b.push_back(e);
+  ASSERT_EQ(a.size(), 3u);
+  ASSERT_EQ(a.size(), b.size());
+  for (std::size_t k = 0; k < a.size(); ++k) {
+    EXPECT_EQ(a[k], b[k]) << "batch " << k;
+    ASSERT_EQ(a[k][0].shape(), (Shape{k < 2 ? 16 : 9, 3}));
+    const auto f = a[k][0].data<float>();
+    const auto l = a[k][1].data<i64>();
+    for (std::size_t r = 0; r < l.size(); ++r) EXPECT_EQ(f[r * 3], static_cast<float>(l[r] * 3)) << "row " << r;
+  }
+}
+
+TEST(Shuffle, SkipAndTakePassBatchesThrough) {
+  const Dataset ds = Dataset::from_tensor_slices(Longs(20));
+  EXPECT_EQ(Batches(ds.skip(3).take(7).batch(4)), (std::vector<std::vector<i64>>{{3, 4, 5, 6}, {7, 8, 9}}));
+  EXPECT_EQ(Batches(ds.take(-1).skip(18).batch(4)), (std::vector<std::vector<i64>>{{18, 19}}));
+  EXPECT_EQ(Batches(ds.skip(25).batch(4)), (std::vector<std::vector<i64>>{}));
+  EXPECT_EQ(Batches(ds.take(0).batch(4)), (std::vector<std::vector<i64>>{}));
+  // After a shuffle: the same rows as skipping and taking shuffled elements.
+  const std::vector<i64> order = Scalars(Dataset::range(20).shuffle(20, std::uint64_t{4}));
+  const auto batches = Batches(ds.shuffle(20, std::uint64_t{4}).skip(5).take(9).batch(4));
+  ASSERT_EQ(batches.size(), 3u);
+  std::vector<i64> flat;
+  for (const auto& b : batches) flat.insert(flat.end(), b.begin(), b.end());
+  EXPECT_EQ(flat, std::vector<i64>(order.begin() + 5, order.begin() + 14));
+  EXPECT_EQ(batches[2].size(), 1u);
+}
+
 TEST(Shuffle, NonPositiveBufferIsAnError) {
   EXPECT_THAT(message_of<InvalidArgumentError>([] { Dataset::range(3).shuffle(0); }), HasSubstr("got 0"));
   EXPECT_THAT(message_of<InvalidArgumentError>([] { Dataset::range(3).shuffle(-4); }), HasSubstr("got -4"));
