@@ -53,6 +53,7 @@
 #include <cstdint>
 #include <optional>
 #include <string>
+#include <utility>
 #include <variant>
 #include <vector>
 
@@ -133,5 +134,12 @@ class Checkpoint {
 // std::nullopt when there is none (or no such directory), as
 // tf.train.latest_checkpoint.
 std::optional<std::string> latest_checkpoint(const std::string& directory);
+
+// Every entry of the checkpoint file at `path`, in the order they were
+// saved, after the checks of restore() (magic, version, length, CRC32Cs),
+// with the same errors; nothing needs to be tracked. Like TF's
+// tf.train.load_checkpoint / list_variables, for inspecting or comparing
+// checkpoints. Scalars saved from int64/uint64 values read as int64 tensors.
+std::vector<std::pair<std::string, Tensor>> load_checkpoint(const std::string& path);
 
 }  // namespace distribute

@@ -613,6 +613,13 @@ std::string Checkpoint::save(const std::string& directory) {
   return join(directory, checkpoint_file_name(number));
 }
 
+std::vector<std::pair<std::string, Tensor>> load_checkpoint(const std::string& path) {
+  const std::vector<std::byte> file = read_file(path);
+  std::vector<std::pair<std::string, Tensor>> out;
+  for (NamedTensor& e : decode(file, path)) out.emplace_back(std::move(e.name), std::move(e.value));
+  return out;
+}
+
 void Checkpoint::restore(const std::string& path) {
   Strategy& strategy = strategy_for("restore");
   // Everything is read and checked before any state changes.

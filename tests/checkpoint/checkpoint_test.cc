@@ -501,6 +501,26 @@ TEST_F(FailedRestoreTest, TheUndamagedFileRestores) {
   EXPECT_EQ(rng_, Tensor({11, 12}));
 }
 
+TEST_F(FailedRestoreTest, LoadCheckpointListsEveryEntryInSavedOrder) {
+  const auto entries = load_checkpoint(saved_);
+  ASSERT_EQ(entries.size(), 4u);
+  EXPECT_EQ(entries[0].first, "dense/kernel");
+  EXPECT_EQ(entries[0].second, Tensor({1.f, 2.f, 3.f}));
+  EXPECT_EQ(entries[1].first, "metric");
+  EXPECT_EQ(entries[1].second, Tensor(0.5));
+  EXPECT_EQ(entries[2].first, "step");
+  EXPECT_EQ(entries[2].second, Tensor(std::int64_t{3}));
+  EXPECT_EQ(entries[3].first, "rng");
+  EXPECT_EQ(entries[3].second, Tensor({11, 12}));
+  // It checks the file as restore() does.
+  std::vector<char> damaged = bytes_;
+  damaged[data_offset("rng", 1) + 1] ^= 0x10;
+  write_bytes(path("damaged.dckpt"), damaged);
+  EXPECT_THAT(message_of<DataLossError>([&] { load_checkpoint(path("damaged.dckpt")); }),
+              AllOf(HasSubstr("entry 3 ('rng')"), HasSubstr("CRC32C")));
+  EXPECT_THROW(load_checkpoint(path("missing.dckpt")), NotFoundError);
+}
+
 TEST_F(FailedRestoreTest, Truncated) {
   const std::size_t size = bytes_.size();
   const std::size_t mid_kernel_data = data_offset("dense/kernel", 1) + 5;

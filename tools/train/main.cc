@@ -36,6 +36,9 @@ int main(int argc, char** argv) {
   app.add_option("--hidden", config.hidden, "hidden layer sizes")->capture_default_str()->delimiter(',');
   app.add_option("--data", config.data_path, "digits CSV (default: the shipped data/digits.csv)");
   app.add_option("--checkpoint-dir", config.checkpoint_dir, "save a checkpoint there after every epoch");
+  app.add_option("--checkpoint-every", config.checkpoint_every_steps,
+                 "also save a checkpoint every N steps, mid-epoch (0: only at the ends of epochs)")
+      ->capture_default_str();
   app.add_flag("--resume", config.resume, "restore the latest checkpoint of --checkpoint-dir and continue");
   app.add_option("--csv", config.csv_path, "write the learning curve (one row per epoch) to this file");
 

@@ -342,6 +342,12 @@ void validate(const TrainConfig& config) {
   if (config.resume && config.checkpoint_dir.empty()) {
     throw InvalidArgumentError("--resume needs --checkpoint-dir");
   }
+  if (config.checkpoint_every_steps < 0) {
+    throw InvalidArgumentError("--checkpoint-every must be >= 0, got " + std::to_string(config.checkpoint_every_steps));
+  }
+  if (config.checkpoint_every_steps > 0 && config.checkpoint_dir.empty()) {
+    throw InvalidArgumentError("--checkpoint-every needs --checkpoint-dir");
+  }
 }
 
 std::unique_ptr<Strategy> make_strategy(const TrainConfig& config) {
@@ -395,6 +401,9 @@ TrainResult train(Strategy& strategy, const TrainConfig& config) {
   std::int64_t step = 0;            // optimizer steps taken
   std::int64_t input_position = 0;  // batches of the current epoch consumed
   std::uint64_t seed = config.seed;
+  // The current epoch's running sums (loss, correct, examples), so that a
+  // run resumed in the middle of an epoch reports that whole epoch.
+  Tensor epoch_sums = Tensor::zeros(DType::kFloat64, {3});
   Checkpoint checkpoint({.max_to_keep = 3});
   for (const Variable& p : params) checkpoint.track("model/" + p.name(), p);
   optimizer->track(checkpoint);
@@ -402,6 +411,7 @@ TrainResult train(Strategy& strategy, const TrainConfig& config) {
   checkpoint.track("step", &step);
   checkpoint.track("input_position", &input_position);
   checkpoint.track("rng_seed", &seed);
+  checkpoint.track("epoch_sums", &epoch_sums);
 
   TrainResult result;
   if (config.resume) {
@@ -444,15 +454,25 @@ TrainResult train(Strategy& strategy, const TrainConfig& config) {
     return Tensor({pass.loss_sum, static_cast<double>(pass.correct), static_cast<double>(batch[0].dim(0))});
   };
 
+  // Every core runs a replica, so the input pipeline runs on the training
+  // thread between steps (a shuffle of from_tensor_slices gathers each batch
+  // in one pass) rather than on a prefetch thread competing with them.
+  InputOptions input_options;
+  input_options.experimental_per_replica_buffer_size = 0;
+
   for (int e = static_cast<int>(epoch); e < config.epochs; ++e) {
     const auto start = std::chrono::steady_clock::now();
+    // A resumed epoch skips the batches it had consumed: the shuffle order
+    // depends only on (seed, epoch), so the rest of the epoch is the same.
     Dataset dataset = Dataset::from_tensor_slices({data.train_x, data.train_y})
-                          .shuffle(train_rows, epoch_seed(seed, e), /*reshuffle_each_iteration=*/false)
-                          .skip(input_position * global_batch)
-                          .batch(global_batch);
-    double loss_sum = 0, correct = 0, examples = 0;
+                          .shuffle(train_rows, epoch_seed(seed, e), /*reshuffle_each_iteration=*/false);
+    if (input_position > 0) dataset = dataset.skip(input_position * global_batch);
+    dataset = dataset.batch(global_batch);
+    const auto restored = epoch_sums.data<double>();
+    double loss_sum = restored[0], correct = restored[1], examples = restored[2];
+    double examples_here = 0;  // examples trained by this run in this epoch
     std::int64_t steps_this_epoch = 0;
-    for (const PerReplica<Element>& batch : strategy.experimental_distribute_dataset(dataset)) {
+    for (const PerReplica<Element>& batch : strategy.experimental_distribute_dataset(dataset, input_options)) {
       if (config.max_steps_per_epoch >= 0 && steps_this_epoch >= config.max_steps_per_epoch) break;
       PerReplica<Tensor> metrics = strategy.run(step_fn, batch);
       const Tensor total = strategy.reduce(ReduceOp::SUM, metrics);
@@ -460,19 +480,31 @@ TrainResult train(Strategy& strategy, const TrainConfig& config) {
       loss_sum += t[0];
       correct += t[1];
       examples += t[2];
+      examples_here += t[2];
       ++step;
       ++steps_this_epoch;
+      ++input_position;
+      if (config.checkpoint_every_steps > 0 && step % config.checkpoint_every_steps == 0) {
+        epoch_sums = Tensor({loss_sum, correct, examples});
+        StrategyScope scope = strategy.scope();
+        checkpoint.save(config.checkpoint_dir);
+      }
+      if (config.stop_after_steps >= 0 && step >= config.stop_after_steps) {
+        result.steps = step;
+        return result;
+      }
     }
     const double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
     epoch = e + 1;
     input_position = 0;
+    epoch_sums = Tensor::zeros(DType::kFloat64, {3});
 
     EpochStats stats;
     stats.epoch = e + 1;
     stats.loss = examples > 0 ? loss_sum / examples : 0;
     stats.accuracy = examples > 0 ? correct / examples : 0;
     stats.seconds = seconds;
-    stats.samples_per_second = seconds > 0 ? examples / seconds : 0;
+    stats.samples_per_second = seconds > 0 ? examples_here / seconds : 0;
     {
       StrategyScope scope = strategy.scope();
       stats.test_accuracy = evaluate(params, data);

@@ -57,12 +57,20 @@ struct TrainConfig {
   std::string data_path;
   // Non-empty: save a checkpoint there after every epoch (created if missing).
   std::string checkpoint_dir;
+  // Also save one every this many optimizer steps, in the middle of epochs
+  // (0: only at the ends of epochs). A run killed at any point resumes from
+  // the last one and ends with the same weights as an uninterrupted run.
+  std::int64_t checkpoint_every_steps = 0;
   // Restore the latest checkpoint of checkpoint_dir (if any) and continue.
   bool resume = false;
   // Non-empty: write the learning curve (one row per epoch) there.
   std::string csv_path;
   // Tests: stop every epoch after this many steps (-1: whole epochs).
   std::int64_t max_steps_per_epoch = -1;
+  // Tests: return right after this many optimizer steps in all, as if the
+  // process were killed there: nothing more is saved, and the result holds
+  // only `steps` (-1: never).
+  std::int64_t stop_after_steps = -1;
   // Progress lines go there (chief only); nullptr: silent.
   std::ostream* log = nullptr;
 
@@ -71,7 +79,8 @@ struct TrainConfig {
 
 // Raises InvalidArgumentError naming the first bad field (non-positive
 // batch, replicas, epochs, learning rate or layer size; resume without a
-// checkpoint directory; replicas != 1 for a single-replica strategy).
+// checkpoint directory; replicas != 1 for a single-replica strategy;
+// negative checkpoint_every_steps).
 void validate(const TrainConfig& config);
 
 // The strategy the config names (MirroredStrategy over CPU:0..CPU:n-1).

@@ -3,17 +3,25 @@
 // uninterrupted one does, and the program rejects bad input.
 #include "trainer.h"
 
+#include <fcntl.h>
 #include <gtest/gtest.h>
+#include <signal.h>
+#include <spawn.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
 #include <array>
+#include <chrono>
 #include <cstdio>
 #include <filesystem>
 #include <fstream>
+#include <map>
 #include <sstream>
 #include <string>
+#include <thread>
 #include <vector>
+
+extern char** environ;
 
 namespace distribute::train {
 namespace {
@@ -165,6 +173,44 @@ TEST(TrainerTest, ResumedAdamRunEqualsUninterrupted) { check_resume(OptimizerKin
 // A checkpoint holds cross-replica values: it resumes on another replica count.
 TEST(TrainerTest, ResumesOnAnotherReplicaCount) { check_resume(OptimizerKind::kAdam, 2, 3, 1e-5); }
 
+// Killed in the middle of an epoch (stop_after_steps), resumed from the
+// last mid-epoch checkpoint: the same weights, bit for bit, and the same
+// statistics for the interrupted epoch.
+TEST(TrainerTest, ResumedFromTheMiddleOfAnEpochEqualsUninterrupted) {
+  TempDir dir;
+  TrainConfig config = small_config(OptimizerKind::kSgd, 2);
+  config.max_steps_per_epoch = -1;  // whole epochs: 1438 rows / 60 = 24 steps
+  config.epochs = 2;
+  const TrainResult uninterrupted = train(config);
+  ASSERT_EQ(uninterrupted.steps, 48);
+
+  config.checkpoint_dir = dir.str("ckpt");
+  config.checkpoint_every_steps = 5;
+  config.stop_after_steps = 33;  // epoch 2, batch 9; the last save was at step 30
+  const TrainResult killed = train(config);
+  EXPECT_EQ(killed.steps, 33);
+  const std::optional<std::string> latest = latest_checkpoint(config.checkpoint_dir);
+  ASSERT_TRUE(latest.has_value());
+  std::int64_t position = -1, saved_step = -1;
+  for (const auto& [name, value] : load_checkpoint(*latest)) {
+    if (name == "input_position") position = value.item<std::int64_t>();
+    if (name == "step") saved_step = value.item<std::int64_t>();
+  }
+  EXPECT_EQ(saved_step, 30);
+  EXPECT_EQ(position, 6);  // mid-epoch: 6 of epoch 2's 24 batches consumed
+
+  config.stop_after_steps = -1;
+  config.resume = true;
+  const TrainResult resumed = train(config);
+  EXPECT_EQ(resumed.resumed_from_epoch, 1);
+  EXPECT_EQ(resumed.steps, 48);
+  expect_same_parameters(uninterrupted.parameters, resumed.parameters, 0, 0, "resumed mid-epoch vs uninterrupted");
+  ASSERT_EQ(resumed.history.size(), 1u);
+  EXPECT_EQ(resumed.history[0].epoch, 2);
+  EXPECT_EQ(resumed.history[0].loss, uninterrupted.history[1].loss);
+  EXPECT_EQ(resumed.history[0].accuracy, uninterrupted.history[1].accuracy);
+}
+
 TEST(TrainerTest, ResumeWithoutCheckpointStartsFromScratch) {
   TempDir dir;
   TrainConfig config = small_config(OptimizerKind::kSgd, 2);
@@ -221,7 +267,8 @@ Output run_program(const std::string& args) {
 TEST(DistributeTrainProgramTest, BadInputGivesOneLineAndNonZeroExit) {
   for (const std::string args :
        {"--bogus", "--batch-size 0", "--replicas 0", "--data /nonexistent/digits.csv", "--strategy tpu",
-        "--optimizer rmsprop", "--epochs x", "--checkpoint-dir /proc/distribute-train-test", "--resume"}) {
+        "--optimizer rmsprop", "--epochs x", "--checkpoint-dir /proc/distribute-train-test", "--resume",
+        "--checkpoint-every 3", "--checkpoint-every -1 --checkpoint-dir /tmp"}) {
     const Output out = run_program(args);
     EXPECT_NE(out.status, 0) << args;
     EXPECT_EQ(out.text.rfind("distribute-train: ", 0), 0u) << args << ": " << out.text;
@@ -253,6 +300,89 @@ TEST(DistributeTrainProgramTest, TrainsAndWritesTheLearningCurve) {
   EXPECT_NE(resumed.text.find("resumed from"), std::string::npos) << resumed.text;
   EXPECT_EQ(resumed.text.find("epoch 1/3"), std::string::npos) << resumed.text;
   EXPECT_NE(resumed.text.find("epoch 3/3"), std::string::npos) << resumed.text;
+}
+
+// Starts the program with `args`, its output into `log`; returns its pid.
+pid_t spawn_program(const std::vector<std::string>& args, const std::string& log) {
+  posix_spawn_file_actions_t actions;
+  posix_spawn_file_actions_init(&actions);
+  posix_spawn_file_actions_addopen(&actions, 1, log.c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0644);
+  posix_spawn_file_actions_adddup2(&actions, 1, 2);
+  std::vector<std::string> all{DISTRIBUTE_TRAIN_PATH};
+  all.insert(all.end(), args.begin(), args.end());
+  std::vector<char*> argv;
+  for (std::string& a : all) argv.push_back(a.data());
+  argv.push_back(nullptr);
+  pid_t pid = -1;
+  const int rc = ::posix_spawn(&pid, DISTRIBUTE_TRAIN_PATH, &actions, nullptr, argv.data(), environ);
+  posix_spawn_file_actions_destroy(&actions);
+  return rc == 0 ? pid : -1;
+}
+
+std::map<std::string, Tensor> entries_of(const std::string& checkpoint) {
+  std::map<std::string, Tensor> out;
+  for (auto& [name, value] : load_checkpoint(checkpoint)) out.emplace(name, value);
+  return out;
+}
+
+std::string join(const std::vector<std::string>& args) {
+  std::string s;
+  for (const std::string& a : args) s += a + " ";
+  return s;
+}
+
+// The process is killed with SIGKILL at an arbitrary point after its third
+// checkpoint (every 7 steps, so most land inside epochs); --resume then ends
+// with the weights and optimizer slots of an uninterrupted run, bit for bit
+// (2 replicas: the gradient sum is taken in replica order).
+TEST(DistributeTrainProgramTest, ResumeAfterSigkillMidEpochEqualsUninterrupted) {
+  TempDir dir;
+  const std::vector<std::string> common{"--epochs", "8", "--batch-size", "32", "--replicas", "2", "--seed", "3"};
+  std::vector<std::string> reference = common;
+  reference.insert(reference.end(), {"--checkpoint-dir", dir.str("reference")});
+  const Output uninterrupted = run_program(join(reference));
+  ASSERT_EQ(uninterrupted.status, 0) << uninterrupted.text;
+  const std::optional<std::string> reference_ckpt = latest_checkpoint(dir.str("reference"));
+  ASSERT_TRUE(reference_ckpt.has_value());
+  const std::map<std::string, Tensor> expected = entries_of(*reference_ckpt);
+  constexpr std::int64_t kStepsPerEpoch = (1438 + 31) / 32;
+
+  // A kill that lands right after an epoch's checkpoint resumes from the
+  // epoch's end; try again until one resumes from inside an epoch.
+  bool mid_epoch = false;
+  for (int attempt = 0; attempt < 5 && !mid_epoch; ++attempt) {
+    const std::string ckpt = dir.str("killed-" + std::to_string(attempt));
+    std::vector<std::string> args = common;
+    args.insert(args.end(), {"--checkpoint-dir", ckpt, "--checkpoint-every", "7"});
+    const pid_t pid = spawn_program(args, dir.str("killed.log"));
+    ASSERT_GT(pid, 0);
+    const auto give_up = std::chrono::steady_clock::now() + std::chrono::seconds(120);
+    while (!fs::exists(ckpt + "/ckpt-3.dckpt") && std::chrono::steady_clock::now() < give_up) {
+      std::this_thread::sleep_for(std::chrono::microseconds(200));
+    }
+    ASSERT_EQ(::kill(pid, SIGKILL), 0);
+    int status = 0;
+    ASSERT_EQ(::waitpid(pid, &status, 0), pid);
+    ASSERT_TRUE(WIFSIGNALED(status) && WTERMSIG(status) == SIGKILL)
+        << "the run ended before it was killed (status " << status << ")";
+    const std::optional<std::string> latest = latest_checkpoint(ckpt);
+    ASSERT_TRUE(latest.has_value());
+    const std::int64_t saved_step = entries_of(*latest).at("step").item<std::int64_t>();
+    ASSERT_LT(saved_step, 8 * kStepsPerEpoch);
+    mid_epoch = saved_step % kStepsPerEpoch != 0;
+
+    args.push_back("--resume");
+    const Output resumed = run_program(join(args));
+    ASSERT_EQ(resumed.status, 0) << resumed.text;
+    EXPECT_NE(resumed.text.find("resumed from " + *latest), std::string::npos) << resumed.text;
+    const std::map<std::string, Tensor> got = entries_of(*latest_checkpoint(ckpt));
+    ASSERT_EQ(got.size(), expected.size());
+    for (const auto& [name, value] : expected) {
+      ASSERT_TRUE(got.count(name)) << name;
+      EXPECT_EQ(got.at(name), value) << name << " differs after resuming from step " << saved_step;
+    }
+  }
+  EXPECT_TRUE(mid_epoch) << "no kill landed inside an epoch in 5 attempts";
 }
 
 }  // namespace
