@@ -11,6 +11,7 @@ packages=(
   nlohmann-json3-dev             # parses TF_CONFIG (src/cluster/); header-only, build-time only
   libisal-dev                    # ISA-L's CRC32C for checkpoints (src/checkpoint/); linked by consumers too
   libcli11-dev                   # distribute-train's command line (tools/train/); header-only, build-time only
+  libcairo2-dev fonts-dejavu-core # distribute-train's --plot PNG (tools/train/plot.cc): cairo + FreeType, DejaVu Sans read at run time
 )
 
 missing=()
