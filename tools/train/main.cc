@@ -9,6 +9,7 @@
 #include <thread>
 #include <vector>
 
+#include "progress.h"
 #include "trainer.h"
 
 namespace train = distribute::train;
@@ -45,6 +46,7 @@ int main(int argc, char** argv) {
       ->capture_default_str();
   app.add_flag("--resume", config.resume, "restore the latest checkpoint of --checkpoint-dir and continue");
   app.add_option("--csv", config.csv_path, "write the learning curve (one row per epoch) to this file");
+  app.add_option("--plot", config.plot_path, "draw the learning curve as a PNG to this file (after every epoch)");
 
   try {
     app.parse(argc, argv);
@@ -57,6 +59,8 @@ int main(int argc, char** argv) {
     return 2;
   }
 
+  config.interactive = train::is_terminal(stdout);
+  config.columns = train::terminal_columns(stdout);
   try {
     config.strategy = train::parse_strategy_kind(strategy);
     config.optimizer = train::parse_optimizer_kind(optimizer);

@@ -1,5 +1,8 @@
 #include "trainer.h"
 
+#include "plot.h"
+#include "progress.h"
+
 #include <Eigen/Dense>
 #include <algorithm>
 #include <array>
@@ -286,6 +289,36 @@ double evaluate(const std::vector<Variable>& params, const Split& data) {
   return static_cast<double>(pass.correct) / static_cast<double>(data.test_x.dim(0));
 }
 
+constexpr const char* kCsvHeader = "epoch,loss,accuracy,test_accuracy,seconds,samples_per_second";
+
+// The rows of a learning-curve CSV for epochs 1..up_to (as written), their
+// points appended to `curve`. A missing file gives none; a malformed one
+// raises, naming the line.
+std::vector<std::string> read_curve(const std::string& path, int up_to, std::vector<CurvePoint>& curve) {
+  std::vector<std::string> rows;
+  std::ifstream in(path);
+  if (!in) return rows;
+  std::string line;
+  int number = 0;
+  while (std::getline(in, line)) {
+    ++number;
+    if (number == 1 || line.empty()) continue;  // the header
+    CurvePoint p;
+    char c1 = 0, c2 = 0, c3 = 0;
+    std::istringstream fields(line);
+    if (!(fields >> p.epoch >> c1 >> p.loss >> c2 >> p.accuracy >> c3 >> p.test_accuracy) || c1 != ',' ||
+        c2 != ',' || c3 != ',') {
+      throw DataLossError("learning curve '" + path + "' line " + std::to_string(number) +
+                          ": expected epoch,loss,accuracy,test_accuracy,..., got '" + line + "'");
+    }
+    if (p.epoch < 1 || p.epoch > up_to) continue;
+    if (!curve.empty() && p.epoch <= curve.back().epoch) continue;  // a repeated epoch
+    curve.push_back(p);
+    rows.push_back(line);
+  }
+  return rows;
+}
+
 // Fails early (before any training) when the directory cannot be written.
 void prepare_checkpoint_dir(const std::string& dir) {
   std::error_code ec;
@@ -380,6 +413,14 @@ TrainResult train(Strategy& strategy, const TrainConfig& config) {
   const bool chief = strategy.is_chief();
   std::ostream* log = chief ? config.log : nullptr;
   if (!config.checkpoint_dir.empty() && chief) prepare_checkpoint_dir(config.checkpoint_dir);
+  if (!config.plot_path.empty() && chief) {
+    // Fails before training, not after the first epoch.
+    const std::filesystem::path parent = std::filesystem::absolute(config.plot_path).parent_path();
+    if (!std::filesystem::is_directory(parent)) {
+      throw FailedPreconditionError("cannot write the plot to '" + config.plot_path + "': no directory '" +
+                                    parent.string() + "'");
+    }
+  }
   const Split data = load_split(config.data_path, config.seed);
 
   std::vector<std::int64_t> sizes{kInputs};
@@ -429,17 +470,31 @@ TrainResult train(Strategy& strategy, const TrainConfig& config) {
     }
   }
 
+  // The learning curve so far: a resumed run starts from the CSV's rows of
+  // the epochs it restored (and rewrites the file with just those, so that
+  // rows of epochs trained after the checkpoint are not repeated).
+  std::vector<CurvePoint> curve;
   std::ofstream csv;
   if (!config.csv_path.empty() && chief) {
-    const bool append = result.resumed_from_epoch > 0;
-    csv.open(config.csv_path, append ? std::ios::app : std::ios::trunc);
+    std::vector<std::string> kept;
+    if (result.resumed_from_epoch > 0) kept = read_curve(config.csv_path, result.resumed_from_epoch, curve);
+    csv.open(config.csv_path, std::ios::trunc);
     if (!csv) throw FailedPreconditionError("cannot write the learning curve to '" + config.csv_path + "'");
-    if (!append) csv << "epoch,loss,accuracy,test_accuracy,seconds,samples_per_second\n";
+    csv << kCsvHeader << '\n';
+    for (const std::string& row : kept) csv << row << '\n';
+    csv << std::flush;
   }
 
   const std::int64_t global_batch = config.batch_size;
   const auto loss_scale = static_cast<float>(1.0 / static_cast<double>(global_batch));
   const std::int64_t train_rows = data.train_x.dim(0);
+  std::int64_t steps_per_epoch = (train_rows + global_batch - 1) / global_batch;
+  if (config.max_steps_per_epoch >= 0) steps_per_epoch = std::min(steps_per_epoch, config.max_steps_per_epoch);
+  std::optional<Progress> progress;
+  if (log != nullptr) {
+    progress.emplace(*log, config.interactive, config.epochs, std::max<std::int64_t>(steps_per_epoch, 1),
+                     ProgressOptions{.columns = std::max(config.columns, 20)});
+  }
 
   // One replica's step (TF's step_fn): its slice of the global batch in,
   // [loss sum, correct, examples] of the slice out.
@@ -484,6 +539,11 @@ TrainResult train(Strategy& strategy, const TrainConfig& config) {
       ++step;
       ++steps_this_epoch;
       ++input_position;
+      if (progress && progress->interactive() && examples > 0) {
+        const double elapsed = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+        progress->step(e + 1, std::min(input_position, steps_per_epoch), steps_per_epoch, loss_sum / examples,
+                       correct / examples, elapsed > 0 ? examples_here / elapsed : 0);
+      }
       if (config.checkpoint_every_steps > 0 && step % config.checkpoint_every_steps == 0) {
         epoch_sums = Tensor({loss_sum, correct, examples});
         StrategyScope scope = strategy.scope();
@@ -511,13 +571,15 @@ TrainResult train(Strategy& strategy, const TrainConfig& config) {
       if (!config.checkpoint_dir.empty()) checkpoint.save(config.checkpoint_dir);
     }
     result.history.push_back(stats);
-    if (log) {
-      std::ostringstream line;
-      line << std::fixed << "epoch " << stats.epoch << "/" << config.epochs << "  loss " << std::setprecision(4)
-           << stats.loss << "  accuracy " << stats.accuracy << "  test_accuracy " << stats.test_accuracy << "  "
-           << std::setprecision(0) << stats.samples_per_second << " samples/s  " << std::setprecision(3) << seconds
-           << " s\n";
-      *log << line.str() << std::flush;
+    if (progress) {
+      progress->end_epoch({.epoch = stats.epoch,
+                           .epochs = config.epochs,
+                           .loss = stats.loss,
+                           .accuracy = stats.accuracy,
+                           .test_accuracy = stats.test_accuracy,
+                           .samples_per_second = stats.samples_per_second,
+                           .seconds = stats.seconds});
+      *log << std::flush;
     }
     if (csv.is_open()) {
       csv << stats.epoch << ',' << stats.loss << ',' << stats.accuracy << ',' << stats.test_accuracy << ','
@@ -525,6 +587,8 @@ TrainResult train(Strategy& strategy, const TrainConfig& config) {
           << std::flush;
       if (!csv) throw UnavailableError("writing the learning curve to '" + config.csv_path + "' failed");
     }
+    curve.push_back({stats.epoch, stats.loss, stats.accuracy, stats.test_accuracy});
+    if (!config.plot_path.empty() && chief) write_learning_curve_png(config.plot_path, curve);
   }
 
   StrategyScope scope = strategy.scope();

@@ -63,16 +63,24 @@ struct TrainConfig {
   std::int64_t checkpoint_every_steps = 0;
   // Restore the latest checkpoint of checkpoint_dir (if any) and continue.
   bool resume = false;
-  // Non-empty: write the learning curve (one row per epoch) there.
+  // Non-empty: write the learning curve (one row per epoch) there. A
+  // resumed run keeps the rows of the epochs it restored and appends.
   std::string csv_path;
+  // Non-empty: draw the learning curve as a PNG there after every epoch
+  // (with the earlier epochs of a resumed run when csv_path holds them).
+  std::string plot_path;
   // Tests: stop every epoch after this many steps (-1: whole epochs).
   std::int64_t max_steps_per_epoch = -1;
   // Tests: return right after this many optimizer steps in all, as if the
   // process were killed there: nothing more is saved, and the result holds
   // only `steps` (-1: never).
   std::int64_t stop_after_steps = -1;
-  // Progress lines go there (chief only); nullptr: silent.
+  // Progress goes there (chief only); nullptr: silent.
   std::ostream* log = nullptr;
+  // A progress bar redrawn on `log` after every step (a terminal of
+  // `columns` columns); otherwise one line per epoch.
+  bool interactive = false;
+  int columns = 80;
 
   double effective_learning_rate() const;
 };

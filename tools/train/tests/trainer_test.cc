@@ -268,7 +268,7 @@ TEST(DistributeTrainProgramTest, BadInputGivesOneLineAndNonZeroExit) {
   for (const std::string args :
        {"--bogus", "--batch-size 0", "--replicas 0", "--data /nonexistent/digits.csv", "--strategy tpu",
         "--optimizer rmsprop", "--epochs x", "--checkpoint-dir /proc/distribute-train-test", "--resume",
-        "--checkpoint-every 3", "--checkpoint-every -1 --checkpoint-dir /tmp"}) {
+        "--checkpoint-every 3", "--checkpoint-every -1 --checkpoint-dir /tmp", "--plot /nonexistent/curve.png"}) {
     const Output out = run_program(args);
     EXPECT_NE(out.status, 0) << args;
     EXPECT_EQ(out.text.rfind("distribute-train: ", 0), 0u) << args << ": " << out.text;
@@ -279,7 +279,7 @@ TEST(DistributeTrainProgramTest, BadInputGivesOneLineAndNonZeroExit) {
 TEST(DistributeTrainProgramTest, TrainsAndWritesTheLearningCurve) {
   TempDir dir;
   const Output out = run_program("--epochs 2 --replicas 3 --optimizer adam --csv " + dir.str("curve.csv") +
-                                 " --checkpoint-dir " + dir.str("ckpt"));
+                                 " --checkpoint-dir " + dir.str("ckpt") + " --plot " + dir.str("curve.png"));
   ASSERT_EQ(out.status, 0) << out.text;
   EXPECT_NE(out.text.find("epoch 1/2"), std::string::npos) << out.text;
   EXPECT_NE(out.text.find("epoch 2/2"), std::string::npos) << out.text;
@@ -293,6 +293,12 @@ TEST(DistributeTrainProgramTest, TrainsAndWritesTheLearningCurve) {
   EXPECT_EQ(lines[1].rfind("1,", 0), 0u);
   EXPECT_EQ(lines[2].rfind("2,", 0), 0u);
   EXPECT_TRUE(fs::exists(dir.str("ckpt/ckpt-2.dckpt")));
+  // Output is not a terminal: no progress bar redraws.
+  EXPECT_EQ(out.text.find('\r'), std::string::npos) << out.text;
+  std::ifstream png(dir.str("curve.png"), std::ios::binary);
+  std::string signature(8, '\0');
+  png.read(signature.data(), 8);
+  EXPECT_EQ(signature, std::string("\x89PNG\r\n\x1a\n", 8));
 
   const Output resumed = run_program("--epochs 3 --replicas 3 --optimizer adam --resume --checkpoint-dir " +
                                      dir.str("ckpt") + " --csv " + dir.str("curve.csv"));
@@ -300,6 +306,30 @@ TEST(DistributeTrainProgramTest, TrainsAndWritesTheLearningCurve) {
   EXPECT_NE(resumed.text.find("resumed from"), std::string::npos) << resumed.text;
   EXPECT_EQ(resumed.text.find("epoch 1/3"), std::string::npos) << resumed.text;
   EXPECT_NE(resumed.text.find("epoch 3/3"), std::string::npos) << resumed.text;
+  // The curve keeps the restored epochs' rows and adds the new one.
+  std::ifstream csv_after(dir.str("curve.csv"));
+  std::vector<std::string> after;
+  for (std::string line; std::getline(csv_after, line);) after.push_back(line);
+  ASSERT_EQ(after.size(), 4u);
+  EXPECT_EQ(after[1], lines[1]);
+  EXPECT_EQ(after[2], lines[2]);
+  EXPECT_EQ(after[3].rfind("3,", 0), 0u);
+}
+
+// Resuming from a checkpoint older than the curve's last row drops the rows
+// after it (they are trained again), so no epoch appears twice.
+TEST(DistributeTrainProgramTest, ResumedCurveHasEachEpochOnce) {
+  TempDir dir;
+  const std::string common = "--replicas 2 --checkpoint-dir " + dir.str("ckpt") + " --csv " + dir.str("curve.csv");
+  ASSERT_EQ(run_program("--epochs 3 " + common).status, 0);
+  fs::remove(dir.str("ckpt/ckpt-3.dckpt"));  // as if killed before the last save
+  const Output resumed = run_program("--epochs 3 --resume " + common);
+  ASSERT_EQ(resumed.status, 0) << resumed.text;
+  std::ifstream csv(dir.str("curve.csv"));
+  std::vector<std::string> lines;
+  for (std::string line; std::getline(csv, line);) lines.push_back(line);
+  ASSERT_EQ(lines.size(), 4u);
+  for (int e = 1; e <= 3; ++e) EXPECT_EQ(lines[static_cast<std::size_t>(e)].rfind(std::to_string(e) + ",", 0), 0u);
 }
 
 // Starts the program with `args`, its output into `log`; returns its pid.
