@@ -6,6 +6,8 @@
 //   BM_TwoThreadInPlace/S two threads, each summing its half of two S-byte
 //                         buffers and writing the result into both (the
 //                         in-place reference the issue names)
+//   BM_TwoThreadShared/S  the same sums written once, into a third buffer
+//                         (the bare form of the library's shared result)
 //   BM_AllReduce/S/N      ReplicaContext::all_reduce of an S-byte tensor on
 //                         N replicas, inside one run() per iteration batch
 // Time per iteration is one all_reduce; bytes_per_second counts S (one
@@ -67,6 +69,29 @@ void BM_TwoThreadInPlace(benchmark::State& state) {
   state.SetBytesProcessed(static_cast<std::int64_t>(state.iterations()) * state.range(0));
 }
 
+void BM_TwoThreadShared(benchmark::State& state) {
+  const auto count = static_cast<std::size_t>(state.range(0)) / sizeof(float);
+  std::vector<float> a(count, 1.f), b(count, 2.f), c(count, 0.f);
+  std::barrier<> meet(2);
+  const auto iterations = state.max_iterations;
+  auto half = [&](std::size_t lo, std::size_t hi) {
+    for (std::size_t i = lo; i < hi; ++i) c[i] = a[i] + b[i];
+  };
+  std::thread partner([&] {
+    for (benchmark::IterationCount i = 0; i < iterations; ++i) {
+      half(count / 2, count);
+      meet.arrive_and_wait();
+    }
+  });
+  for (auto _ : state) {
+    half(0, count / 2);
+    meet.arrive_and_wait();
+  }
+  partner.join();
+  if (c[0] != 3.f || c[count - 1] != 3.f) state.SkipWithError("wrong sum");
+  state.SetBytesProcessed(static_cast<std::int64_t>(state.iterations()) * state.range(0));
+}
+
 // Two threads meeting at a spinning barrier, one meeting per iteration: the
 // floor of a small all_reduce's latency on this machine, in the same run.
 void BM_SpinMeeting(benchmark::State& state) {
@@ -121,6 +146,7 @@ void sizes_replicas(benchmark::internal::Benchmark* b) {
 BENCHMARK(BM_SpinMeeting)->UseRealTime();
 BENCHMARK(BM_Copy)->Apply(sizes)->UseRealTime();
 BENCHMARK(BM_TwoThreadInPlace)->Apply(sizes)->UseRealTime();
+BENCHMARK(BM_TwoThreadShared)->Apply(sizes)->UseRealTime();
 BENCHMARK(BM_AllReduce)->Apply(sizes_replicas)->UseRealTime();
 
 }  // namespace
