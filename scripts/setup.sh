@@ -1,7 +1,29 @@
 #!/usr/bin/env bash
 # Installs the Debian 12 packages the project needs, only those missing.
 # Idempotent and non-interactive; run as root or with sudo available.
+#
+# Usage: scripts/setup.sh [--bench-peers]
+#   --bench-peers  also install what bench/run_train_peers.sh compares
+#                  against: Debian's PyTorch (python3-torch) and OpenBLAS
+#                  (libopenblas0-openmp), and point the system BLAS and
+#                  LAPACK (libblas.so.3, liblapack.so.3 alternatives) at
+#                  OpenBLAS, which python3-torch then loads.
 set -euo pipefail
+
+bench_peers=0
+for arg in "$@"; do
+  case $arg in
+    --bench-peers) bench_peers=1 ;;
+    -h | --help)
+      sed -n '2,/^set -euo/p' "$0" | sed '$d; s/^# \{0,1\}//'
+      exit 0
+      ;;
+    *)
+      echo "setup: unknown option '$arg' (expected --bench-peers)" >&2
+      exit 2
+      ;;
+  esac
+done
 
 packages=(
   g++ cmake ninja-build          # toolchain
@@ -13,6 +35,28 @@ packages=(
   libcli11-dev                   # distribute-train's command line (tools/train/); header-only, build-time only
   libcairo2-dev fonts-dejavu-core # distribute-train's --plot PNG (tools/train/plot.cc): cairo + FreeType, DejaVu Sans read at run time
 )
+if ((bench_peers)); then
+  packages+=(python3-torch libopenblas0-openmp)  # bench/run_train_peers.sh: PyTorch on OpenBLAS
+fi
+
+# Points the system BLAS/LAPACK at OpenBLAS (OpenMP build), whatever else
+# (the reference libblas3, another OpenBLAS flavour) is installed beside it.
+use_openblas() {
+  local arch name target
+  arch=$(dpkg-architecture -qDEB_HOST_MULTIARCH 2>/dev/null || gcc -print-multiarch)
+  for name in libblas.so.3 liblapack.so.3; do
+    target=/usr/lib/$arch/openblas-openmp/$name
+    if [[ $(update-alternatives --query "$name-$arch" 2>/dev/null | sed -n 's/^Value: //p') != "$target" ]]; then
+      echo "setup: $name -> $target"
+      "${sudo_cmd[@]}" update-alternatives --set "$name-$arch" "$target"
+    fi
+  done
+}
+
+sudo_cmd=()
+if [[ $(id -u) -ne 0 ]]; then
+  sudo_cmd=(sudo)
+fi
 
 missing=()
 for p in "${packages[@]}"; do
@@ -23,15 +67,15 @@ done
 
 if ((${#missing[@]} == 0)); then
   echo "setup: all packages present"
-  exit 0
+else
+  echo "setup: installing ${missing[*]}"
+  if ((${#sudo_cmd[@]} > 0)); then
+    command -v sudo >/dev/null || { echo "setup: need root or sudo to install ${missing[*]}" >&2; exit 1; }
+  fi
+  export DEBIAN_FRONTEND=noninteractive
+  "${sudo_cmd[@]}" apt-get update -qq
+  "${sudo_cmd[@]}" apt-get install -y -qq --no-install-recommends "${missing[@]}"
 fi
-
-echo "setup: installing ${missing[*]}"
-sudo_cmd=()
-if [[ $(id -u) -ne 0 ]]; then
-  command -v sudo >/dev/null || { echo "setup: need root or sudo to install ${missing[*]}" >&2; exit 1; }
-  sudo_cmd=(sudo)
+if ((bench_peers)); then
+  use_openblas
 fi
-export DEBIAN_FRONTEND=noninteractive
-"${sudo_cmd[@]}" apt-get update -qq
-"${sudo_cmd[@]}" apt-get install -y -qq --no-install-recommends "${missing[@]}"

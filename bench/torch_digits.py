@@ -1,0 +1,232 @@
+#!/usr/bin/python3
+"""PyTorch peer of distribute-train, for bench/run_train_peers.sh.
+
+Trains the model distribute-train trains (tools/train/trainer.cc), on the same
+task, with the same global batch:
+
+  - data: data/digits.csv (64 pixels and a label per row, no header), pixels
+    scaled by 1/16 to [0, 1]; a seeded permutation, its first 20 % (359 rows)
+    for testing, the other 1438 for training. The permutation is numpy's, not
+    libstdc++'s std::shuffle of mt19937_64, so the rows in each part differ
+    from the library's, but the sizes and the task are the same.
+  - model: 64-128-128-10 MLP, ReLU, softmax cross-entropy; Glorot-uniform
+    kernels and zero biases, as the library (and Keras) start.
+  - loss: per-example cross-entropies summed and divided by the GLOBAL batch
+    size (also for the short last batch of an epoch), as the library does.
+  - optimizer: SGD, momentum 0.9, learning rate 0.05 (torch's form
+    v = m v + g, w -= lr v equals Keras's v = m v - lr g, w += v for a
+    constant rate).
+  - input: every epoch a fresh shuffle of the training rows cut into global
+    batches of 256 (the last one 158 rows); in DDP mode rank r takes the r-th
+    ceil(B/world) rows of each global batch, as the library's distributed
+    dataset splits a batch across replicas, so the global batch stays 256.
+
+Modes:
+  single --threads N          one process, torch.set_num_threads(N)
+  ddp --world-size W          W processes (torch.multiprocessing spawn),
+                              DistributedDataParallel over gloo on 127.0.0.1,
+                              --threads (default 1) threads per process
+
+Only the epochs after --warmup-epochs are timed (no evaluation inside the
+timed part). Prints one line
+
+  RESULT mode=... threads=... world_size=... epochs=... warmup_epochs=...
+         batch_size=256 samples=... seconds=... samples_per_second=...
+         test_accuracy=... blas=...
+
+where samples_per_second is the global samples trained in the timed epochs
+over their wall time, and blas names the BLAS library the process mapped.
+"""
+
+import argparse
+import os
+import socket
+import sys
+import time
+
+import numpy as np
+import torch
+import torch.distributed as dist
+import torch.multiprocessing as mp
+import torch.nn as nn
+
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+INPUTS, CLASSES, TEST_FRACTION = 64, 10, 0.2
+
+
+def load_split(path, seed):
+    table = np.loadtxt(path, delimiter=",", dtype=np.float64, ndmin=2)
+    if table.shape[1] != INPUTS + 1:
+        sys.exit(f"torch_digits: expected 65 columns in {path}, got {table.shape[1]}")
+    x = (table[:, :INPUTS] / 16.0).astype(np.float32)
+    y = table[:, INPUTS].astype(np.int64)
+    n = len(y)
+    order = np.random.default_rng(seed).permutation(n)
+    test = int(n * TEST_FRACTION)
+    return (torch.from_numpy(x[order[test:]]), torch.from_numpy(y[order[test:]]),
+            torch.from_numpy(x[order[:test]]), torch.from_numpy(y[order[:test]]))
+
+
+def make_model(hidden, seed):
+    torch.manual_seed(seed)
+    sizes = [INPUTS] + hidden + [CLASSES]
+    layers = []
+    for i in range(len(sizes) - 1):
+        linear = nn.Linear(sizes[i], sizes[i + 1])
+        nn.init.xavier_uniform_(linear.weight)  # Glorot uniform
+        nn.init.zeros_(linear.bias)
+        layers.append(linear)
+        if i + 2 < len(sizes):
+            layers.append(nn.ReLU())
+    return nn.Sequential(*layers)
+
+
+def blas_in_use():
+    """The BLAS/LAPACK shared objects this process has mapped."""
+    names = set()
+    with open("/proc/self/maps") as maps:
+        for line in maps:
+            path = line.split()[-1] if len(line.split()) >= 6 else ""
+            base = os.path.basename(path)
+            if "blas" in base or "lapack" in base or "mkl" in base:
+                names.add(path)
+    if any("openblas" in p for p in names):
+        kind = "openblas"
+        for p in names:
+            for variant in ("openblas-openmp", "openblas-pthread", "openblas-serial"):
+                if variant in p:
+                    kind = variant
+    elif any("/blas/" in p for p in names):
+        kind = "reference"
+    elif any("mkl" in p for p in names):
+        kind = "mkl"
+    elif any("blis" in p for p in names):
+        kind = "blis"
+    else:
+        kind = "unknown"
+    return kind, sorted(names)
+
+
+def accuracy(model, x, y):
+    with torch.no_grad():
+        return (model(x).argmax(dim=1) == y).float().mean().item()
+
+
+def train(args, rank, world_size, model, train_x, train_y):
+    """Runs warm-up plus timed epochs; returns (timed samples, seconds, last epoch's mean loss)."""
+    optimizer = torch.optim.SGD(model.parameters(), lr=args.learning_rate, momentum=args.momentum)
+    loss_fn = nn.CrossEntropyLoss(reduction="sum")
+    # DDP averages the ranks' gradients: scale each rank's loss sum by
+    # world / G so that the average is the gradient of (global loss sum) / G.
+    scale = world_size / args.batch_size
+    n = train_x.shape[0]
+    g = args.batch_size
+    samples = 0
+    start = None
+    loss_sum = examples = 0.0
+    for epoch in range(args.warmup_epochs + args.epochs):
+        if epoch == args.warmup_epochs:
+            if world_size > 1:
+                dist.barrier()
+            start = time.perf_counter()
+        generator = torch.Generator().manual_seed(args.seed * 1000003 + epoch)
+        order = torch.randperm(n, generator=generator)
+        loss_sum = examples = 0.0
+        for b in range(0, n, g):
+            batch = order[b:b + g]
+            piece = -(-batch.shape[0] // world_size) if world_size > 1 else batch.shape[0]
+            mine = batch[rank * piece:(rank + 1) * piece] if world_size > 1 else batch
+            x = train_x.index_select(0, mine)
+            y = train_y.index_select(0, mine)
+            optimizer.zero_grad(set_to_none=True)
+            loss = loss_fn(model(x), y)
+            (loss * scale).backward()
+            optimizer.step()
+            loss_sum += loss.item()
+            examples += mine.shape[0]
+            if epoch >= args.warmup_epochs:
+                samples += batch.shape[0]  # global samples of the step
+    if world_size > 1:
+        dist.barrier()
+    seconds = time.perf_counter() - start
+    if world_size > 1:  # the last epoch's loss over the whole global data
+        sums = torch.tensor([loss_sum, examples], dtype=torch.float64)
+        dist.all_reduce(sums)
+        loss_sum, examples = sums.tolist()
+    return samples, seconds, loss_sum / max(examples, 1)
+
+
+def report(args, mode, world_size, samples, seconds, test_accuracy, loss):
+    kind, _ = blas_in_use()
+    print(f"RESULT mode={mode} threads={args.threads} world_size={world_size} epochs={args.epochs} "
+          f"warmup_epochs={args.warmup_epochs} batch_size={args.batch_size} samples={samples} "
+          f"seconds={seconds:.4f} samples_per_second={samples / seconds:.0f} "
+          f"train_loss={loss:.4f} test_accuracy={test_accuracy:.4f} blas={kind} torch={torch.__version__}",
+          flush=True)
+
+
+def run_single(args):
+    torch.set_num_threads(args.threads)
+    train_x, train_y, test_x, test_y = load_split(args.data, args.seed)
+    model = make_model(args.hidden, args.seed)
+    samples, seconds, loss = train(args, 0, 1, model, train_x, train_y)
+    report(args, "single", 1, samples, seconds, accuracy(model, test_x, test_y), loss)
+
+
+def ddp_worker(rank, args, port):
+    torch.set_num_threads(args.threads)
+    dist.init_process_group("gloo", init_method=f"tcp://127.0.0.1:{port}", rank=rank,
+                            world_size=args.world_size)
+    train_x, train_y, test_x, test_y = load_split(args.data, args.seed)
+    # Same seed on every rank; DDP also broadcasts rank 0's parameters.
+    model = nn.parallel.DistributedDataParallel(make_model(args.hidden, args.seed))
+    samples, seconds, loss = train(args, rank, args.world_size, model, train_x, train_y)
+    # The slowest rank's time is the step time; take the maximum.
+    t = torch.tensor([seconds], dtype=torch.float64)
+    dist.all_reduce(t, op=dist.ReduceOp.MAX)
+    if rank == 0:
+        report(args, "ddp", args.world_size, samples, t.item(),
+               accuracy(model.module, test_x, test_y), loss)
+    dist.destroy_process_group()
+
+
+def free_port():
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def main():
+    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    parser.add_argument("mode", choices=["single", "ddp"])
+    parser.add_argument("--threads", type=int, default=None,
+                        help="torch threads per process (default: 1 for ddp, all cores for single)")
+    parser.add_argument("--world-size", type=int, default=2, help="ddp processes")
+    parser.add_argument("--epochs", type=int, default=30, help="timed epochs")
+    parser.add_argument("--warmup-epochs", type=int, default=1, help="untimed epochs before them")
+    parser.add_argument("--batch-size", type=int, default=256, help="global batch size")
+    parser.add_argument("--learning-rate", type=float, default=0.05)
+    parser.add_argument("--momentum", type=float, default=0.9)
+    parser.add_argument("--hidden", type=lambda s: [int(v) for v in s.split(",")], default=[128, 128])
+    parser.add_argument("--seed", type=int, default=42)
+    parser.add_argument("--data", default=os.path.join(ROOT, "data", "digits.csv"))
+    parser.add_argument("--show-blas", action="store_true",
+                        help="print the BLAS this process maps after importing torch, and exit")
+    args = parser.parse_args()
+    if args.show_blas:
+        torch.ones(2, 2) @ torch.ones(2, 2)
+        kind, paths = blas_in_use()
+        print(f"BLAS {kind} " + " ".join(paths))
+        return
+    if args.epochs < 1 or args.warmup_epochs < 0 or args.batch_size < 1 or args.world_size < 1:
+        parser.error("--epochs, --batch-size and --world-size must be >= 1, --warmup-epochs >= 0")
+    if args.threads is None:
+        args.threads = 1 if args.mode == "ddp" else (os.cpu_count() or 1)
+    if args.mode == "single":
+        run_single(args)
+    else:
+        mp.spawn(ddp_worker, args=(args, free_port()), nprocs=args.world_size, join=True)
+
+
+if __name__ == "__main__":
+    main()
