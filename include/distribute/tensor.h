@@ -153,6 +153,14 @@ class Tensor {
   }
   // A tensor of `shape` filled with zeros.
   static Tensor zeros(DType dtype, Shape shape);
+  // A tensor of `shape` whose elements `fill` writes: fill(std::span<T>) is
+  // called once, on the calling thread, with the new buffer (contents
+  // unspecified until fill writes them) before anyone else can see it. The
+  // way to produce a computed tensor without an intermediate copy, e.g. a
+  // matrix product written through an Eigen::Map. If fill throws, the tensor
+  // is discarded and the exception propagates.
+  template <TensorElement T, class Fill>
+  static Tensor generate(Shape shape, Fill&& fill);
 
   DType dtype() const noexcept { return dtype_; }
   const Shape& shape() const noexcept { return shape_; }
@@ -291,6 +299,14 @@ Tensor::Tensor(std::initializer_list<std::initializer_list<T>> rows) : Tensor() 
   }
   *this = Tensor(std::move(values),
                  Shape{static_cast<std::int64_t>(rows.size()), static_cast<std::int64_t>(cols)});
+}
+
+template <TensorElement T, class Fill>
+Tensor Tensor::generate(Shape shape, Fill&& fill) {
+  void* data = nullptr;
+  Tensor t = internal::allocate_tensor(dtype_of_v<T>, std::move(shape), &data);
+  std::forward<Fill>(fill)(std::span<T>(static_cast<T*>(data), static_cast<std::size_t>(t.num_elements())));
+  return t;
 }
 
 template <TensorElement T>

@@ -74,6 +74,14 @@ CollectiveGroup::CollectiveGroup(int num_replicas, CrossWorker* cross)
     : n_(num_replicas), cross_(cross), slots_(static_cast<std::size_t>(num_replicas)) {
   const unsigned cores = std::max(1u, std::thread::hardware_concurrency());
   policy_.yield = static_cast<unsigned>(num_replicas) > cores;
+  // With a core per replica, a replica that waits in a collective is waiting
+  // for a peer that is still computing its part of the step (in training:
+  // the slower replica's gradients, often 50-100 us behind). Sleeping there
+  // costs a futex wake-up (10-30 us on these VMs) on the step's critical
+  // path, so waits spin for up to 1 ms, as MPI and NCCL poll, before they
+  // sleep. Oversubscribed replicas keep the short window: their spinning
+  // would take the core from the peer being waited for.
+  if (!policy_.yield) policy_.spin_for = kDedicatedCoreSpin;
 }
 
 void CollectiveGroup::reset() {

@@ -200,6 +200,7 @@ class CollectiveGroup {
   CrossWorker* const cross_;
   BufferPool buffers_;  // shared output buffers, recycled between calls
   std::vector<Slot> slots_;
+  static constexpr std::chrono::microseconds kDedicatedCoreSpin{1000};
   SpinPolicy policy_;
   WaitWord progress_;  // sleepers wait on it; bumped when someone sleeps
   std::atomic<bool> aborted_{false};

@@ -9,7 +9,9 @@
 #include <cmath>
 #include <cstdint>
 #include <limits>
+#include <span>
 #include <sstream>
+#include <stdexcept>
 #include <string>
 #include <thread>
 #include <vector>
@@ -168,6 +170,32 @@ TEST(TensorConstruct, Zeros) {
   const Tensor e = Tensor::zeros(DType::kFloat64, {3, 0});
   EXPECT_EQ(e.num_elements(), 0);
   EXPECT_EQ(e.shape(), (Shape{3, 0}));
+}
+
+TEST(TensorConstruct, GenerateWritesTheNewBufferOnce) {
+  int calls = 0;
+  const Tensor t = Tensor::generate<float>({2, 3}, [&](std::span<float> out) {
+    ++calls;
+    ASSERT_EQ(out.size(), 6u);
+    for (std::size_t i = 0; i < out.size(); ++i) out[i] = static_cast<float>(i) * 0.5f;
+  });
+  EXPECT_EQ(calls, 1);
+  EXPECT_EQ(t.dtype(), DType::kFloat32);
+  EXPECT_EQ(t.shape(), (Shape{2, 3}));
+  EXPECT_THAT(testing::values_of<float>(t), ElementsAre(0.f, 0.5f, 1.f, 1.5f, 2.f, 2.5f));
+
+  const Tensor i = Tensor::generate<i64>({}, [](std::span<i64> out) { out[0] = -7; });
+  EXPECT_EQ(i.dtype(), DType::kInt64);
+  EXPECT_EQ(i.item<i64>(), -7);
+
+  const Tensor empty = Tensor::generate<double>({0, 4}, [](std::span<double> out) { EXPECT_TRUE(out.empty()); });
+  EXPECT_EQ(empty.num_elements(), 0);
+}
+
+TEST(TensorConstruct, GenerateRejectsBadShapesAndPropagatesTheFillersError) {
+  EXPECT_THROW(Tensor::generate<float>({-1}, [](std::span<float>) {}), InvalidArgumentError);
+  EXPECT_THROW(Tensor::generate<float>({2}, [](std::span<float>) { throw std::runtime_error("fill failed"); }),
+               std::runtime_error);
 }
 
 TEST(TensorConstruct, DefaultIsFloat32ScalarZero) {

@@ -15,6 +15,7 @@
 #include <numeric>
 #include <ostream>
 #include <random>
+#include <span>
 #include <sstream>
 #include <system_error>
 #include <utility>
@@ -162,12 +163,14 @@ Pass forward_backward(const std::vector<Tensor>& params, const Tensor& x, const 
   delta *= loss_scale;
   pass.grads.resize(params.size());
   for (std::size_t l = layers; l-- > 0;) {
-    const Mat grad_kernel = acts[l].transpose() * delta;
-    const RowVec grad_bias = delta.colwise().sum();
-    pass.grads[2 * l] =
-        Tensor(std::vector<float>(grad_kernel.data(), grad_kernel.data() + grad_kernel.size()), params[2 * l].shape());
-    pass.grads[2 * l + 1] =
-        Tensor(std::vector<float>(grad_bias.data(), grad_bias.data() + grad_bias.size()), params[2 * l + 1].shape());
+    // Written straight into the gradient tensors' buffers (no copies).
+    const Shape& kernel_shape = params[2 * l].shape();
+    pass.grads[2 * l] = Tensor::generate<float>(kernel_shape, [&](std::span<float> out) {
+      Eigen::Map<Mat>(out.data(), kernel_shape[0], kernel_shape[1]).noalias() = acts[l].transpose() * delta;
+    });
+    pass.grads[2 * l + 1] = Tensor::generate<float>(params[2 * l + 1].shape(), [&](std::span<float> out) {
+      Eigen::Map<RowVec>(out.data(), delta.cols()).noalias() = delta.colwise().sum();
+    });
     if (l > 0) {
       Mat back = delta * kernel(l).transpose();
       delta = back.cwiseProduct((acts[l].array() > 0.f).cast<float>().matrix());
@@ -189,11 +192,16 @@ class Optimizer {
   virtual void track(Checkpoint& checkpoint) const = 0;
 };
 
-Tensor from_array(const Eigen::ArrayXf& a, const Shape& shape) {
-  return Tensor(std::vector<float>(a.data(), a.data() + a.size()), shape);
-}
 Eigen::Map<const Eigen::ArrayXf> as_array(const Tensor& t) {
   return {t.data<float>().data(), static_cast<Eigen::Index>(t.num_elements())};
+}
+// A float tensor of `shape` holding the array expression `expr`, evaluated
+// straight into the tensor's buffer.
+template <class Expr>
+Tensor evaluate_into(const Shape& shape, const Expr& expr) {
+  return Tensor::generate<float>(shape, [&](std::span<float> out) {
+    Eigen::Map<Eigen::ArrayXf>(out.data(), static_cast<Eigen::Index>(out.size())) = expr;
+  });
 }
 
 std::vector<Variable> make_slots(const std::vector<Variable>& params, const std::string& slot) {
@@ -216,10 +224,10 @@ class MomentumSgd final : public Optimizer {
   void apply(const std::vector<Tensor>& grads) override {
     for (std::size_t i = 0; i < params_.size(); ++i) {
       const Tensor v = velocity_[i].value();
-      const Eigen::ArrayXf new_v = momentum_ * as_array(v) - lr_ * as_array(grads[i]);
       const Tensor w = params_[i].value();
-      velocity_[i].assign(from_array(new_v, v.shape()));
-      params_[i].assign(from_array(as_array(w) + new_v, w.shape()));
+      const Tensor new_v = evaluate_into(v.shape(), momentum_ * as_array(v) - lr_ * as_array(grads[i]));
+      params_[i].assign(evaluate_into(w.shape(), as_array(w) + as_array(new_v)));
+      velocity_[i].assign(new_v);
     }
   }
   void track(Checkpoint& checkpoint) const override {
@@ -250,12 +258,12 @@ class Adam final : public Optimizer {
     for (std::size_t i = 0; i < params_.size(); ++i) {
       const Eigen::Map<const Eigen::ArrayXf> g = as_array(grads[i]);
       const Tensor m = m_[i].value(), v = v_[i].value(), w = params_[i].value();
-      const Eigen::ArrayXf new_m = b1 * as_array(m) + (1.f - b1) * g;
-      const Eigen::ArrayXf new_v = b2 * as_array(v) + (1.f - b2) * g.square();
-      const Eigen::ArrayXf new_w = as_array(w) - lr_t * new_m / (new_v.sqrt() + kEpsilon);
-      m_[i].assign(from_array(new_m, m.shape()));
-      v_[i].assign(from_array(new_v, v.shape()));
-      params_[i].assign(from_array(new_w, w.shape()));
+      const Tensor new_m = evaluate_into(m.shape(), b1 * as_array(m) + (1.f - b1) * g);
+      const Tensor new_v = evaluate_into(v.shape(), b2 * as_array(v) + (1.f - b2) * g.square());
+      params_[i].assign(
+          evaluate_into(w.shape(), as_array(w) - lr_t * as_array(new_m) / (as_array(new_v).sqrt() + kEpsilon)));
+      m_[i].assign(new_m);
+      v_[i].assign(new_v);
     }
   }
   void track(Checkpoint& checkpoint) const override {
