@@ -80,8 +80,10 @@ CollectiveGroup::CollectiveGroup(int num_replicas, CrossWorker* cross)
   // costs a futex wake-up (10-30 us on these VMs) on the step's critical
   // path, so waits spin for up to 1 ms, as MPI and NCCL poll, before they
   // sleep. Oversubscribed replicas keep the short window: their spinning
-  // would take the core from the peer being waited for.
-  if (!policy_.yield) policy_.spin_for = kDedicatedCoreSpin;
+  // would take the core from the peer being waited for. So do the replicas
+  // of a worker of a multi-worker cluster: its waits include the network,
+  // and other workers' processes may share these cores.
+  if (!policy_.yield && cross_ == nullptr) policy_.spin_for = kDedicatedCoreSpin;
 }
 
 void CollectiveGroup::reset() {
