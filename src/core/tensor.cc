@@ -313,7 +313,9 @@ std::byte* exclusive_bytes(const Tensor& t) noexcept {
   // libstdc++ and libc++ (the increment too in libstdc++): it synchronizes
   // with every earlier release of the count. An atomic_thread_fence(acquire)
   // after the load would do the same in the C++ model, but ThreadSanitizer
-  // does not model fences; these atomic operations it sees.
+  // does not model fences; these atomic operations it sees. (A copy taken
+  // later by the caller would acquire too with libstdc++, whose increment is
+  // acq_rel, but not with libc++, whose increment is relaxed.)
   {
     const std::shared_ptr<const std::byte> acquire = t.storage_;
   }

@@ -310,6 +310,40 @@ TEST_P(DonationTest, ALoopOfDonatedAllReducesStaysInPlace) {
   }
 }
 
+// A thread that read a replica's tensor and dropped its copy without any
+// other synchronization (a relaxed flag) must still be ordered before the
+// other replicas' writes into it: the donation check acquires the buffer.
+// Under ThreadSanitizer this reports a race if nothing on the count does (with
+// libstdc++ the descriptor's copy, an acq_rel increment, acquires as well).
+TEST(DonationOrderingTest, AReaderThatDroppedItsCopyComesBeforeTheWrites) {
+  MirroredStrategy s(cpu_devices(2));
+  const std::int64_t len = 2 * kSplitElements;
+  for (int round = 0; round < 20; ++round) {
+    std::vector<std::uintptr_t> handed(2), got(2);
+    auto out = s.run([&] {
+      const int r = rid();
+      Tensor x = input<float>(r, len);
+      handed[static_cast<std::size_t>(r)] = address(x);
+      std::atomic<bool> dropped{false};
+      double seen = 0;
+      std::thread reader([copy = x, &dropped, &seen]() mutable {
+        for (const float v : copy.data<float>()) seen += v;
+        copy = Tensor();
+        dropped.store(true, std::memory_order_relaxed);
+      });
+      while (!dropped.load(std::memory_order_relaxed)) std::this_thread::yield();
+      Tensor sum = ctx().all_reduce(ReduceOp::SUM, std::move(x));
+      got[static_cast<std::size_t>(r)] = address(sum);
+      reader.join();
+      EXPECT_GT(seen, 0);
+      return sum;
+    });
+    EXPECT_TRUE(same_bits(out[0], out[1]));
+    // The reader's copy was gone by the time of the check: donated.
+    EXPECT_EQ(got, handed) << round;
+  }
+}
+
 // --- Faults --------------------------------------------------------------------
 
 class DonationFaultTest : public ::testing::TestWithParam<int> {
