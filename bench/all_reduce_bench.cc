@@ -10,10 +10,14 @@
 //                         (the bare form of the library's shared result)
 //   BM_AllReduce/S/N      ReplicaContext::all_reduce of an S-byte tensor on
 //                         N replicas, inside one run() per iteration batch
+//   BM_AllReduceInPlace/S/N  the same with the tensor handed over:
+//                         x = all_reduce(SUM, std::move(x)) on every replica
+//                         (donation: from 64 KiB up, reduced in place)
 // Time per iteration is one all_reduce; bytes_per_second counts S (one
 // replica's tensor: the algorithm bandwidth). Results are checked.
 #include <benchmark/benchmark.h>
 
+#include <algorithm>
 #include <atomic>
 #include <barrier>
 #include <cstring>
@@ -134,6 +138,75 @@ void BM_AllReduce(benchmark::State& state) {
   state.SetBytesProcessed(static_cast<std::int64_t>(state.iterations()) * state.range(0));
 }
 
+// Each replica's x grows by a factor N per call; elements hold (r + 1) * p
+// with p = 1 + i % 7 at the start, so every element's value after k calls
+// is known: replayed below with the same float additions in the same order
+// (exact while it fits, then inf on every replica alike).
+float in_place_expected(int n, float p, std::int64_t calls) {
+  std::vector<float> e(static_cast<std::size_t>(n));
+  for (int q = 0; q < n; ++q) e[static_cast<std::size_t>(q)] = static_cast<float>(q + 1) * p;
+  for (std::int64_t k = 0; k < calls; ++k) {
+    float sum = e[0];
+    for (std::size_t q = 1; q < e.size(); ++q) sum += e[q];
+    std::fill(e.begin(), e.end(), sum);
+  }
+  return e[0];
+}
+
+void BM_AllReduceInPlace(benchmark::State& state) {
+  const auto count = static_cast<std::int64_t>(state.range(0)) / static_cast<std::int64_t>(sizeof(float));
+  const int n = static_cast<int>(state.range(1));
+  dist::MirroredStrategy strategy(cpus(n));
+  const auto iterations = state.max_iterations;
+  // Per replica: empty when the result is right and x never left its
+  // buffer (from 64 KiB up), else the first problem found.
+  std::vector<std::string> problems(static_cast<std::size_t>(n));
+  strategy.run([&] {
+        dist::ReplicaContext* ctx = dist::get_replica_context();
+        const int r = ctx->replica_id_in_sync_group();
+        std::string& problem = problems[static_cast<std::size_t>(r)];
+        std::vector<float> v(static_cast<std::size_t>(count));
+        for (std::size_t i = 0; i < v.size(); ++i) v[i] = static_cast<float>(r + 1) * static_cast<float>(1 + i % 7);
+        dist::Tensor x(std::move(v), dist::Shape{count});
+        const void* buffer = x.bytes().data();
+        auto check = [&](std::int64_t calls) {
+          float expected[7];
+          for (int p = 0; p < 7; ++p) expected[p] = in_place_expected(n, static_cast<float>(p + 1), calls);
+          const auto d = x.data<float>();
+          for (std::size_t i = 0; i < d.size() && problem.empty(); ++i) {
+            if (d[i] != expected[i % 7]) {
+              problem = "wrong sum after " + std::to_string(calls) + " calls at element " + std::to_string(i);
+            }
+          }
+          const bool in_place = count * static_cast<std::int64_t>(sizeof(float)) < 64 * 1024 || x.bytes().data() == buffer;
+          if (problem.empty() && !in_place) problem = "the result left the donated buffer";
+        };
+        // Warm-up, untimed, then a full check of the known values.
+        for (int i = 0; i < kWarmup; ++i) x = ctx->all_reduce(dist::ReduceOp::SUM, std::move(x));
+        check(kWarmup);
+        std::int64_t calls = kWarmup;
+        if (r == 0) {
+          for (auto _ : state) {
+            x = ctx->all_reduce(dist::ReduceOp::SUM, std::move(x));
+            ++calls;
+          }
+        } else {
+          for (benchmark::IterationCount i = 0; i < iterations; ++i) {
+            x = ctx->all_reduce(dist::ReduceOp::SUM, std::move(x));
+            ++calls;
+          }
+        }
+        check(calls);
+      });
+  for (const std::string& problem : problems) {
+    if (!problem.empty()) {
+      state.SkipWithError(problem.c_str());
+      break;
+    }
+  }
+  state.SetBytesProcessed(static_cast<std::int64_t>(state.iterations()) * state.range(0));
+}
+
 void sizes(benchmark::internal::Benchmark* b) {
   for (std::int64_t s : {4LL << 10, 256LL << 10, 4LL << 20, 64LL << 20}) b->Arg(s);
 }
@@ -148,6 +221,7 @@ BENCHMARK(BM_Copy)->Apply(sizes)->UseRealTime();
 BENCHMARK(BM_TwoThreadInPlace)->Apply(sizes)->UseRealTime();
 BENCHMARK(BM_TwoThreadShared)->Apply(sizes)->UseRealTime();
 BENCHMARK(BM_AllReduce)->Apply(sizes_replicas)->UseRealTime();
+BENCHMARK(BM_AllReduceInPlace)->Apply(sizes_replicas)->UseRealTime();
 
 }  // namespace
 

@@ -86,6 +86,39 @@ class ReplicaContext {
   // options.bytes_per_pack); results in the same order.
   std::vector<Tensor> all_reduce(ReduceOp op, const std::vector<Tensor>& values,
                                  const CommunicationOptions& options = {}) const;
+
+  // Donation (MPI_IN_PLACE, NCCL's sendbuff == recvbuff): the same, with the
+  // value handed over. Same result, same bits, same errors; the difference
+  // is where the result lives:
+  //   - a tensor is DONATED when this call holds the only reference to its
+  //     buffer (no other Tensor or view of it exists, on any thread):
+  //     x = ctx.all_reduce(SUM, std::move(x)) or a fresh temporary
+  //     (ctx.all_reduce(SUM, a + b)). A tensor someone else can still see
+  //     (a copy kept anywhere, an earlier shared result) is not donated,
+  //     and never written;
+  //   - a tensor of at least 64 KiB (more precisely: one that travels in a
+  //     pack of at least 64 KiB) that EVERY replica donates is reduced in
+  //     place: the replicas' threads write the result into every replica's
+  //     buffer, and each replica's result is its own donated tensor (same
+  //     buffer; no output is allocated). Otherwise the result is as for a
+  //     const& argument (one shared buffer from 64 KiB up), and a loop keeps
+  //     the path it started on: a shared result is never sole-owned;
+  //   - `value` is consumed: it is left moved-from (assign before reuse)
+  //     when the call returns, and when it raises after the reduction may
+  //     have started (CancelledError or DeadlineExceededError while waiting
+  //     for the others to pass their checks or to finish, as another replica
+  //     may still be writing into it). A call that raises earlier (bad
+  //     options, a mismatch between replicas, cancelled or timed out while
+  //     the replicas arrive) leaves it unchanged: nothing was written.
+  // Lvalues (even non-const ones) take the const& overloads above and are
+  // never modified; std::move of a const tensor does too.
+  // Not with other workers (MultiWorkerMirroredStrategy): there the call
+  // behaves as the const& one (the value is still consumed).
+  Tensor all_reduce(ReduceOp op, Tensor&& value, const CommunicationOptions& options = {}) const;
+  // Several tensors, each donated or not on its own; `values` is consumed
+  // as a whole (left empty on return).
+  std::vector<Tensor> all_reduce(ReduceOp op, std::vector<Tensor>&& values,
+                                 const CommunicationOptions& options = {}) const;
   // Concatenation of every replica's value along `axis` (negative counts
   // from the end), in replica order. Values need rank >= 1, the same dtype
   // and the same dimensions except along the axis, where sizes may differ.
@@ -109,7 +142,9 @@ class ReplicaContext {
 
   // The replica's results, in a buffer of the collective engine that the
   // caller moves them out of; nullptr with one replica (results = inputs).
-  std::vector<Tensor>* all_reduce_into(ReduceOp op, std::span<const Tensor> values,
+  // `handed`: `values` made mutable when the caller handed them over (rvalue
+  // overloads), else empty.
+  std::vector<Tensor>* all_reduce_into(ReduceOp op, std::span<const Tensor> values, std::span<Tensor> handed,
                                        const CommunicationOptions& options) const;
   std::shared_ptr<void> merge_call_erased(std::shared_ptr<const void> args, const char* type_name,
                                           internal::FunctionRef<std::shared_ptr<void>(std::span<const void* const>)> leader)

@@ -122,6 +122,16 @@ class BufferPool {
   std::shared_ptr<State> state_;
 };
 [[noreturn]] void throw_ragged_rows(std::size_t expected, std::size_t got);
+
+// The one exception to Tensor's immutability, for collectives that reduce
+// into a handed-over (donated) tensor. Returns t's bytes, writable, when `t`
+// is the only owner of its buffer (no other Tensor or view, on any thread,
+// shares it: use_count() == 1), else nullptr. The caller must own `t` itself
+// (no other thread reads or copies it during the call) and may write through
+// the pointer only while no copy of `t` it made is read by anyone else.
+// Memory: every access to the buffer by a thread before it dropped its last
+// reference happens before the caller's accesses after this call.
+std::byte* exclusive_bytes(const Tensor& t) noexcept;
 }  // namespace internal
 
 class Tensor {
@@ -210,6 +220,7 @@ class Tensor {
   friend Tensor internal::allocate_tensor(DType, Shape, void**);
   friend class internal::BufferPool;
   friend Tensor concat(const std::vector<Tensor>& tensors);
+  friend std::byte* internal::exclusive_bytes(const Tensor& t) noexcept;
 
   Tensor(std::shared_ptr<const std::byte> storage, std::size_t offset, Shape shape, DType dtype);
   static Tensor from_bytes(DType dtype, Shape shape, const void* data, std::size_t bytes);

@@ -59,6 +59,49 @@ void reduce_range(T* out, std::span<const T* const> ins, std::size_t begin, std:
   }
 }
 
+// In place: ios[q] is replica q's buffer, input and output; each gets the
+// reduction of all of them over [begin, end). The buffers are distinct (each
+// is its replica's sole-owned donation). Every element is computed by the
+// same operations in the same order as reduce_range (bitwise the same
+// result), and all its inputs are read before any buffer is written.
+template <class T>
+void reduce_range_in_place(std::span<T* const> ios, std::size_t begin, std::size_t end, bool mean) {
+  const auto n = static_cast<T>(ios.size());
+  if (ios.size() == 2) {
+    // The two-thread reference loop: one pass reading both, writing both.
+    T* __restrict x = ios[0];
+    T* __restrict y = ios[1];
+    if (mean) {
+      for (std::size_t i = begin; i < end; ++i) {
+        const T s = static_cast<T>(x[i] + y[i]) / n;
+        x[i] = s;
+        y[i] = s;
+      }
+    } else {
+      for (std::size_t i = begin; i < end; ++i) {
+        const T s = x[i] + y[i];
+        x[i] = s;
+        y[i] = s;
+      }
+    }
+    return;
+  }
+  // Sum a block in L1, then write it into every buffer.
+  T sum[kBlock];
+  for (std::size_t b = begin; b < end; b += kBlock) {
+    const std::size_t len = std::min(end, b + kBlock) - b;
+    std::memcpy(sum, ios[0] + b, len * sizeof(T));
+    for (std::size_t q = 1; q < ios.size(); ++q) {
+      const T* x = ios[q] + b;
+      for (std::size_t i = 0; i < len; ++i) sum[i] += x[i];
+    }
+    if (mean) {
+      for (std::size_t i = 0; i < len; ++i) sum[i] /= n;
+    }
+    for (T* io : ios) std::memcpy(io + b, sum, len * sizeof(T));
+  }
+}
+
 const char* kind_name(int kind) {
   switch (kind) {
     case 1: return "all_reduce";
@@ -152,12 +195,14 @@ void CollectiveGroup::wait(int replica, std::uint64_t seq, const char* what, Clo
   const bool arriving = phase == Phase::kArrive;
   std::vector<int> arrived, missing;
   for (int q = 0; q < n_; ++q) {
-    const bool there = arriving ? arrived_at(q, seq) : slot(q).done.load() >= seq;
+    const bool there = arriving                ? arrived_at(q, seq)
+                       : phase == Phase::kReady ? slot(q).ready.load() >= seq
+                                                : slot(q).done.load() >= seq;
     (there ? arrived : missing).push_back(q);
   }
   const std::string msg = std::string(what) + " #" + std::to_string(seq) + " exceeded its deadline on replica " +
                           std::to_string(replica) + " waiting for the other replicas to " +
-                          (arriving ? "arrive" : "finish") + ": arrived " + list_replicas(arrived) + ", missing " +
+                          (arriving ? "arrive" : phase == Phase::kReady ? "pass their checks" : "finish") + ": arrived " + list_replicas(arrived) + ", missing " +
                           list_replicas(missing) + " (timeout_seconds in CommunicationOptions sets the deadline)";
   abort(replica, std::make_exception_ptr(DeadlineExceededError(msg)));
   throw DeadlineExceededError(msg);
@@ -175,6 +220,7 @@ std::uint64_t CollectiveGroup::publish(int replica, FunctionRef<void(Descriptor&
   d.axis = 0;
   d.bytes_per_pack = 0;
   d.inputs.clear();
+  d.donated.clear();
   d.args.reset();
   d.type_name = nullptr;
   d.packs.clear();
@@ -323,6 +369,17 @@ void CollectiveGroup::check_matching(std::uint64_t seq, const char* what) const 
 
 std::vector<Tensor>& CollectiveGroup::all_reduce(int replica, ReduceOp op, std::span<const Tensor> values,
                                                  std::int64_t bytes_per_pack, Clock::time_point deadline) {
+  return reduce(replica, op, values, {}, bytes_per_pack, deadline);
+}
+
+std::vector<Tensor>& CollectiveGroup::all_reduce_donated(int replica, ReduceOp op, std::span<Tensor> values,
+                                                         std::int64_t bytes_per_pack, Clock::time_point deadline) {
+  return reduce(replica, op, values, values, bytes_per_pack, deadline);
+}
+
+std::vector<Tensor>& CollectiveGroup::reduce(int replica, ReduceOp op, std::span<const Tensor> values,
+                                             std::span<Tensor> handed, std::int64_t bytes_per_pack,
+                                             Clock::time_point deadline) {
   if (bytes_per_pack < 0) {
     throw InvalidArgumentError("all_reduce: expected bytes_per_pack >= 0, got " + std::to_string(bytes_per_pack));
   }
@@ -342,16 +399,14 @@ std::vector<Tensor>& CollectiveGroup::all_reduce(int replica, ReduceOp op, std::
       plan.back().last = i + 1;
       plan.back().elements += t.num_elements();
     } else {
-      plan.push_back({i, i + 1, t.num_elements(), false, 0});
+      plan.push_back({i, i + 1, t.num_elements(), false, 0, false, 0});
     }
   }
-  std::size_t split_packs = 0;
   for (Pack& p : plan) {
     // With other workers every pack needs the shared buffer that replica 0
     // exchanges.
     p.split = cross_ != nullptr ||
               static_cast<std::size_t>(p.elements) * dtype_size(values[p.first].dtype()) >= kSplitBytes;
-    if (p.split) p.output = split_packs++;
     any_split = any_split || p.split;
   }
 
@@ -361,127 +416,224 @@ std::vector<Tensor>& CollectiveGroup::all_reduce(int replica, ReduceOp op, std::
   // per pack instead of two (a working set of 3 buffers, not 4, at 64 MiB).
   std::vector<Tensor>& results = mine.results;
   results.clear();
+  // Only tensors of split packs are donated, and not with other workers
+  // (replica 0 exchanges one shared buffer per pack with them).
+  const bool may_donate = !handed.empty() && cross_ == nullptr && any_split;
   const std::uint64_t seq = publish(replica, [&](Descriptor& d) {
     d.kind = Kind::kAllReduce;
     d.op = op;
     d.bytes_per_pack = bytes_per_pack;
+    // Decided before the descriptor takes its references to the inputs
+    // (publish has dropped the ones of collective seq - 2; those of an
+    // in-place tensor of seq - 1 were dropped when it completed).
+    d.donated.assign(values.size(), 0);
+    for (const Pack& p : plan) {
+      if (!may_donate || !p.split) continue;
+      for (std::size_t t = p.first; t < p.last; ++t) d.donated[t] = exclusive_bytes(handed[t]) != nullptr ? 1 : 0;
+    }
     d.inputs.assign(values.begin(), values.end());
   });
   meet(replica, seq, "all_reduce", deadline);
 
-  if (any_split) {
-    // Replica 0 allocates the shared buffers once everyone has arrived, that
-    // is, once every replica has left the previous call and dropped its
-    // references to that call's buffers (the descriptor's included), then
-    // announces them through its `ready` word.
-    if (replica == 0) {
-      slot(0).desc[(seq - 1) & 1].packs.clear();
-      Descriptor& d = slot(0).desc[seq & 1];
-      for (const Pack& p : plan) {
-        if (!p.split) continue;
-        void* data = nullptr;
-        d.packs.push_back(buffers_.allocate(values[p.first].dtype(), {p.elements}, &data));
-      }
-      slot(0).ready.store(seq);
-      progress_.notify_if_sleeping();
-    } else {
-      wait(replica, seq, "all_reduce", deadline, Phase::kFinish, [&] { return slot(0).ready.load() >= seq; });
+  // The in-place set: tensors of split packs that every replica donated.
+  // Every replica derives the same set from the same published bits, and
+  // the same layout of each pack's shared buffer (its other tensors, in
+  // order).
+  std::vector<std::uint8_t>& in_place = mine.in_place;
+  in_place.assign(values.size(), 0);
+  bool any_in_place = false;
+  std::size_t outputs = 0;
+  for (Pack& p : plan) {
+    if (!p.split) continue;
+    bool pack_in_place = false;
+    p.shared = 0;
+    for (std::size_t t = p.first; t < p.last; ++t) {
+      bool all = cross_ == nullptr;
+      for (int q = 0; q < n_ && all; ++q) all = desc(q, seq).donated[t] != 0;
+      in_place[t] = all ? 1 : 0;
+      pack_in_place = pack_in_place || all;
+      if (!all) p.shared += values[t].num_elements();
     }
+    any_in_place = any_in_place || pack_in_place;
+    // A pack entirely in place needs no buffer.
+    p.buffered = p.shared > 0 || !pack_in_place;
+    if (p.buffered) p.output = outputs++;
   }
-  const Descriptor& d0 = desc(0, seq);
-  // With other workers MEAN divides once every worker's sum is in.
-  const bool mean = op == ReduceOp::MEAN && cross_ == nullptr;
-  for (const Pack& pack : plan) {
-    const DType dtype = values[pack.first].dtype();
-    dispatch_dtype(dtype, [&](auto zero) {
-      using T = decltype(zero);
-      const T* ins_inline[16];
-      std::vector<const T*> ins_heap;
-      std::span<const T*> ins(ins_inline, static_cast<std::size_t>(std::min(n_, 16)));
-      if (n_ > 16) {
-        ins_heap.resize(static_cast<std::size_t>(n_));
-        ins = std::span<const T*>(ins_heap);
-      }
-      auto gather_inputs = [&](std::size_t t, std::size_t offset) {
-        for (int q = 0; q < n_; ++q) {
-          const T* in = t == 0 ? static_cast<const T*>(header(q, seq).first)
-                               : desc(q, seq).inputs[t].template data<T>().data();
-          ins[static_cast<std::size_t>(q)] = in - offset;
-        }
-      };
-      if (!pack.split) {
-        // Each replica reduces every tensor of the pack into its own buffer.
-        for (std::size_t t = pack.first; t < pack.last; ++t) {
+
+  // From here on, with in-place tensors, the other replicas may write into
+  // this replica's donated buffers once it has stored `ready`: if the call
+  // raises after that, the caller must not see them (header, "Donation").
+  bool exposed = false;
+  try {
+    if (any_split) {
+      // Replica 0 allocates the shared buffers once everyone has arrived,
+      // that is, once every replica has left the previous call and dropped
+      // its references to that call's buffers (the descriptor's included),
+      // then announces them through its `ready` word.
+      if (replica == 0) {
+        slot(0).desc[(seq - 1) & 1].packs.clear();
+        Descriptor& d = slot(0).desc[seq & 1];
+        for (const Pack& p : plan) {
+          if (!p.buffered) continue;
           void* data = nullptr;
-          results.push_back(mine.small_buffers.allocate(dtype, values[t].shape(), &data));
-          gather_inputs(t, 0);
-          reduce_range<T>(static_cast<T*>(data), ins, 0, static_cast<std::size_t>(values[t].num_elements()), mean);
+          d.packs.push_back(buffers_.allocate(values[p.first].dtype(), {p.shared}, &data));
         }
-        return;
       }
-      // This replica's share of the shared buffer: walk the tensors of the
-      // pack that overlap [begin, end).
-      const auto total = static_cast<std::size_t>(pack.elements);
-      const std::size_t begin = total * static_cast<std::size_t>(replica) / static_cast<std::size_t>(n_);
-      const std::size_t end = total * static_cast<std::size_t>(replica + 1) / static_cast<std::size_t>(n_);
-      T* out = const_cast<T*>(d0.packs[pack.output].template data<T>().data());
-      // One replica's single tensor: the exchange with the other workers
-      // reads the input itself (no local copy).
-      if (cross_ != nullptr && n_ == 1 && pack.last - pack.first == 1) {
-        results.push_back(values[pack.first]);  // placeholder, as below
-        return;
+      if (any_in_place) {
+        // Every replica says it passed its checks, then waits for all: no
+        // one writes into a buffer whose owner might still raise before
+        // that point.
+        mine.ready.store(seq);
+        exposed = true;
+        progress_.notify_if_sleeping();
+        wait(replica, seq, "all_reduce", deadline, Phase::kReady, [&] {
+          for (const Slot& s : slots_) {
+            if (s.ready.load() < seq) return false;
+          }
+          return true;
+        });
+      } else if (replica == 0) {
+        slot(0).ready.store(seq);
+        progress_.notify_if_sleeping();
+      } else {
+        wait(replica, seq, "all_reduce", deadline, Phase::kFinish, [&] { return slot(0).ready.load() >= seq; });
       }
-      std::size_t offset = 0;
-      for (std::size_t t = pack.first; t < pack.last && offset < end; ++t) {
-        const auto count = static_cast<std::size_t>(values[t].num_elements());
-        const std::size_t lo = std::max(begin, offset), hi = std::min(end, offset + count);
-        if (lo < hi) {
-          gather_inputs(t, offset);
-          reduce_range<T>(out, ins, lo, hi, mean);
+    }
+    const Descriptor& d0 = desc(0, seq);
+    // With other workers MEAN divides once every worker's sum is in.
+    const bool mean = op == ReduceOp::MEAN && cross_ == nullptr;
+    for (const Pack& pack : plan) {
+      const DType dtype = values[pack.first].dtype();
+      dispatch_dtype(dtype, [&](auto zero) {
+        using T = decltype(zero);
+        const std::size_t n = static_cast<std::size_t>(n_);
+        const T* ins_inline[16];
+        T* ios_inline[16];
+        std::vector<const T*> ins_heap;
+        std::vector<T*> ios_heap;
+        std::span<const T*> ins(ins_inline, std::min<std::size_t>(n, 16));
+        std::span<T*> ios(ios_inline, std::min<std::size_t>(n, 16));
+        if (n > 16) {
+          ins_heap.resize(n);
+          ios_heap.resize(n);
+          ins = std::span<const T*>(ins_heap);
+          ios = std::span<T*>(ios_heap);
         }
-        offset += count;
-      }
-      // Placeholders (a reference count each, no allocation), replaced by
-      // views of the buffer once every share is written.
-      for (std::size_t t = pack.first; t < pack.last; ++t) results.push_back(values[t]);
-    });
-  }
-  if (any_split) {
-    mark_done(replica, seq);
-    wait_all_done(replica, seq, "all_reduce", deadline);
-    if (cross_ != nullptr) {
-      cross_workers(replica, seq, "all_reduce", deadline, [&] {
-        const auto total = static_cast<std::int64_t>(n_) * cross_->num_workers();
-        for (const Pack& pack : plan) {
-          const Tensor& b = d0.packs[pack.output];
-          const bool direct = n_ == 1 && pack.last - pack.first == 1;
-          auto* data = const_cast<std::byte*>(b.bytes().data());
-          cross_->all_reduce_sum("all_reduce", b.dtype(), direct ? values[pack.first].bytes().data() : data, data,
-                                 static_cast<std::size_t>(b.num_elements()), deadline,
-                                 [this] { return aborted_.load(); });
-          if (op != ReduceOp::MEAN) continue;
-          dispatch_dtype(b.dtype(), [&](auto zero) {
-            using T = decltype(zero);
-            T* x = const_cast<T*>(b.template data<T>().data());
-            for (std::size_t i = 0; i < static_cast<std::size_t>(b.num_elements()); ++i) x[i] /= static_cast<T>(total);
-          });
+        auto gather_inputs = [&](std::size_t t, std::size_t offset) {
+          for (int q = 0; q < n_; ++q) {
+            const T* in = t == 0 ? static_cast<const T*>(header(q, seq).first)
+                                 : desc(q, seq).inputs[t].template data<T>().data();
+            ins[static_cast<std::size_t>(q)] = in - offset;
+          }
+        };
+        if (!pack.split) {
+          // Each replica reduces every tensor of the pack into its own buffer.
+          for (std::size_t t = pack.first; t < pack.last; ++t) {
+            void* data = nullptr;
+            results.push_back(mine.small_buffers.allocate(dtype, values[t].shape(), &data));
+            gather_inputs(t, 0);
+            reduce_range<T>(static_cast<T*>(data), ins, 0, static_cast<std::size_t>(values[t].num_elements()), mean);
+          }
+          return;
         }
+        // This replica's share of the pack: walk the tensors that overlap
+        // [begin, end), writing each into every replica's buffer (in place)
+        // or into its place in the shared buffer (the pack's other tensors,
+        // consecutive).
+        const auto total = static_cast<std::size_t>(pack.elements);
+        const std::size_t begin = total * static_cast<std::size_t>(replica) / n;
+        const std::size_t end = total * static_cast<std::size_t>(replica + 1) / n;
+        T* shared = pack.buffered ? const_cast<T*>(d0.packs[pack.output].template data<T>().data()) : nullptr;
+        // One replica's single tensor: the exchange with the other workers
+        // reads the input itself (no local copy).
+        if (cross_ != nullptr && n_ == 1 && pack.last - pack.first == 1) {
+          results.push_back(values[pack.first]);  // placeholder, as below
+          return;
+        }
+        std::size_t offset = 0, shared_offset = 0;
+        for (std::size_t t = pack.first; t < pack.last && offset < end; ++t) {
+          const auto count = static_cast<std::size_t>(values[t].num_elements());
+          const std::size_t lo = std::max(begin, offset), hi = std::min(end, offset + count);
+          if (lo < hi) {
+            gather_inputs(t, offset);
+            if (in_place[t] != 0) {
+              // Every replica owns its input alone and said so (its bit):
+              // the buffers are writable.
+              for (std::size_t q = 0; q < n; ++q) ios[q] = const_cast<T*>(ins[q]);
+              reduce_range_in_place<T>(ios, lo, hi, mean);
+            } else {
+              reduce_range<T>(shared + shared_offset - offset, ins, lo, hi, mean);
+            }
+          }
+          if (in_place[t] == 0) shared_offset += count;
+          offset += count;
+        }
+        // Placeholders (a reference count each, no allocation), replaced by
+        // views of the shared buffer once every share is written; an
+        // in-place tensor's is its result.
+        for (std::size_t t = pack.first; t < pack.last; ++t) results.push_back(values[t]);
       });
     }
-    // Every result of a split pack is a view of the pack's shared buffer.
-    for (const Pack& pack : plan) {
-      if (!pack.split) continue;
-      const Tensor& buffer = d0.packs[pack.output];
-      if (pack.last - pack.first == 1) {
-        results[pack.first] = buffer.reshape(values[pack.first].shape());
-        continue;
+    if (any_split) {
+      mark_done(replica, seq);
+      wait_all_done(replica, seq, "all_reduce", deadline);
+      if (cross_ != nullptr) {
+        cross_workers(replica, seq, "all_reduce", deadline, [&] {
+          const auto total = static_cast<std::int64_t>(n_) * cross_->num_workers();
+          for (const Pack& pack : plan) {
+            const Tensor& b = d0.packs[pack.output];
+            const bool direct = n_ == 1 && pack.last - pack.first == 1;
+            auto* data = const_cast<std::byte*>(b.bytes().data());
+            cross_->all_reduce_sum("all_reduce", b.dtype(), direct ? values[pack.first].bytes().data() : data, data,
+                                   static_cast<std::size_t>(b.num_elements()), deadline,
+                                   [this] { return aborted_.load(); });
+            if (op != ReduceOp::MEAN) continue;
+            dispatch_dtype(b.dtype(), [&](auto zero) {
+              using T = decltype(zero);
+              T* x = const_cast<T*>(b.template data<T>().data());
+              for (std::size_t i = 0; i < static_cast<std::size_t>(b.num_elements()); ++i) {
+                x[i] /= static_cast<T>(total);
+              }
+            });
+          }
+        });
       }
-      std::int64_t offset = 0;
-      for (std::size_t t = pack.first; t < pack.last; ++t) {
-        const std::int64_t count = values[t].num_elements();
-        results[t] = buffer.slice(offset, offset + count).reshape(values[t].shape());
-        offset += count;
+      // Every other result of a split pack is a view of the pack's shared
+      // buffer.
+      for (const Pack& pack : plan) {
+        if (!pack.buffered) continue;
+        const Tensor& buffer = d0.packs[pack.output];
+        if (pack.last - pack.first == 1) {
+          results[pack.first] = buffer.reshape(values[pack.first].shape());
+          continue;
+        }
+        std::int64_t shared_offset = 0;
+        for (std::size_t t = pack.first; t < pack.last; ++t) {
+          if (in_place[t] != 0) continue;
+          const std::int64_t count = values[t].num_elements();
+          results[t] = buffer.slice(shared_offset, shared_offset + count).reshape(values[t].shape());
+          shared_offset += count;
+        }
       }
+    }
+  } catch (...) {
+    // Another replica may be writing into the in-place buffers still (the
+    // descriptor's references keep them alive until the next run): the
+    // caller must not see them.
+    if (exposed) {
+      for (std::size_t t = 0; t < handed.size(); ++t) {
+        if (in_place[t] != 0) Tensor gone = std::move(handed[t]);
+      }
+    }
+    throw;
+  }
+  if (any_in_place) {
+    // Every share is written and nobody reads this call's inputs any more:
+    // drop the descriptor's references to the in-place tensors, so that the
+    // result is its buffer's sole owner again (and can be donated next).
+    Descriptor& d = mine.desc[seq & 1];
+    for (std::size_t t = 0; t < values.size(); ++t) {
+      if (in_place[t] != 0) Tensor dropped = std::move(d.inputs[t]);
     }
   }
   return results;

@@ -21,6 +21,12 @@
 //      - A smaller pack: every replica reduces the whole pack into a buffer of
 //        its own. That costs at most kSplitBytes per replica and saves the
 //        second cross-core hand-off (the wait for the others' shares).
+//      - A tensor of a split pack that EVERY replica donated (handed over,
+//        sole owner of its buffer: all_reduce_donated): replica r reduces
+//        the same share, reading every replica's input and writing the sum
+//        into every replica's input (the in-place reference: no output
+//        buffer), and each replica's result is its own donated tensor.
+//        Details under "Donation" below.
 //      Either way every element is summed in replica order, so the result is
 //      bitwise the same on every replica whatever the timing.
 //      all_gather and merge_call: replica 0 allocates the outputs (runs the
@@ -39,6 +45,25 @@
 // function while others wait in a collective counts as a mismatch. After an
 // abort nothing more is published; slots keep their inputs (each descriptor
 // owns references to them) until the next run resets the group.
+//
+// Donation. Each replica publishes, per tensor, whether it donates it (a
+// handed-over tensor whose buffer it owns alone, see exclusive_bytes in
+// tensor.h); after the meet every replica derives the same in-place set from
+// all the bits (a tensor of a split pack donated by all; none with other
+// workers). Safety of writing into another replica's buffer:
+//   - shares are disjoint, and in a share every input element is read before
+//     the sums are written, so no replica reads what another wrote;
+//   - nobody writes into replica q's buffer before q said it will see the
+//     call through: with an in-place tensor every replica stores its `ready`
+//     word after its meet and checks, and everyone waits for all of them
+//     before writing. A replica that raises before storing `ready` (abort,
+//     deadline, mismatch) leaves its donated tensors untouched; one that
+//     raises after it may have them half written, so it leaves them
+//     moved-from (its descriptor keeps the buffer alive for the writers);
+//   - nobody returns before every share is written (the `done` wait), and
+//     then drops its descriptor's references to its in-place tensors, so
+//     its result is again the sole owner (a loop x = all_reduce(move(x))
+//     stays in place).
 //
 // Memory ordering: the words are written and read sequentially consistently
 // (WaitWord's sleep protocol needs it). A replica that passed step 2 of
@@ -96,6 +121,12 @@ class CollectiveGroup {
   // them out).
   std::vector<Tensor>& all_reduce(int replica, ReduceOp op, std::span<const Tensor> values,
                                   std::int64_t bytes_per_pack, Clock::time_point deadline);
+  // The same with `values` handed over (the caller's rvalues): a tensor that
+  // every replica donates is reduced in place and the result is that tensor.
+  // On return `values` are unchanged; when this raises after the reduction
+  // could have started, the in-place ones are left moved-from.
+  std::vector<Tensor>& all_reduce_donated(int replica, ReduceOp op, std::span<Tensor> values,
+                                          std::int64_t bytes_per_pack, Clock::time_point deadline);
   // Concatenation of each tensor over the replicas along `axis`, in replica
   // order; sizes along the axis may differ, all other dimensions must match.
   std::vector<Tensor> all_gather(int replica, const std::vector<Tensor>& values, int axis,
@@ -109,15 +140,18 @@ class CollectiveGroup {
 
  private:
   enum class Kind : std::uint8_t { kNone, kAllReduce, kAllGather, kMergeCall };
-  enum class Phase { kArrive, kFinish };
+  enum class Phase { kArrive, kReady, kFinish };
 
   // A pack: tensors [first, last) of an all_reduce list, reduced as one flat
-  // array of `elements`; split ones have a shared output buffer.
+  // array of `elements`; split ones have a shared output buffer for the
+  // `shared` elements of their tensors that are not reduced in place.
   struct Pack {
     std::size_t first, last;
     std::int64_t elements;
     bool split;
-    std::size_t output;  // index in replica 0's Descriptor::packs (split only)
+    std::int64_t shared;  // split only
+    bool buffered;        // split with a shared buffer (not all in place)
+    std::size_t output;   // index in replica 0's Descriptor::packs (buffered only)
   };
 
   // What the other replicas read of a collective on every call, next to the
@@ -140,6 +174,8 @@ class CollectiveGroup {
     // merge_call's arguments), so that a replica unwinding after a timeout
     // cannot free what another replica still reads.
     std::vector<Tensor> inputs;
+    // all_reduce: per input, 1 when this replica donates it.
+    std::vector<std::uint8_t> donated;
     std::shared_ptr<const void> args;
     const char* type_name = nullptr;
     // Written by replica 0 only.
@@ -157,7 +193,9 @@ class CollectiveGroup {
     // (a publish moves one line between cores).
     std::atomic<std::uint64_t> arrived{0};  // last collective published
     std::atomic<std::uint64_t> done{0};     // last collective whose share is written
-    std::atomic<std::uint64_t> ready{0};    // replica 0: all_gather outputs allocated
+    // Replica 0: all_reduce / all_gather outputs allocated. Every replica,
+    // for an all_reduce with in-place tensors: it passed its checks.
+    std::atomic<std::uint64_t> ready{0};
     // The replica returned from its function before publishing this one.
     std::atomic<std::uint64_t> finished_before{kNever};
     Header header[2];  // collective k uses header[k % 2] and desc[k % 2]
@@ -167,6 +205,7 @@ class CollectiveGroup {
     // Touched by the slot's replica only.
     std::uint64_t next_seq = 1;
     std::vector<Pack> plan;
+    std::vector<std::uint8_t> in_place;  // per tensor of the current all_reduce
     std::vector<Tensor> results;
     BufferPool small_buffers{0, 8};  // the replica's own results of small packs
     Descriptor desc[2];
@@ -194,6 +233,9 @@ class CollectiveGroup {
   void cross_workers(int replica, std::uint64_t seq, const char* what, Clock::time_point deadline,
                      FunctionRef<void()> combine);
   void check_matching(std::uint64_t seq, const char* what) const;
+  // Both all_reduce forms; `handed` is `values` made mutable, or empty.
+  std::vector<Tensor>& reduce(int replica, ReduceOp op, std::span<const Tensor> values, std::span<Tensor> handed,
+                              std::int64_t bytes_per_pack, Clock::time_point deadline);
   [[noreturn]] void throw_aborted(int replica, std::uint64_t seq, const char* what) const;
 
   const int n_;

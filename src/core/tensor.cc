@@ -297,6 +297,31 @@ Tensor BufferPool::allocate(DType dtype, Shape shape, void** data) {
   return Tensor(std::move(storage), 0, std::move(shape), dtype);
 }
 
+std::byte* exclusive_bytes(const Tensor& t) noexcept {
+  // use_count() is a relaxed load. Reading 1 is conclusive: `t` holds a
+  // reference, so the count cannot read 1 while anyone else holds one (a
+  // reference that reached this thread did so through some synchronization,
+  // so its increment is visible here), and nobody can take a new one (no
+  // other thread may copy `t`; no weak_ptr to a Tensor buffer exists). A
+  // stale value errs on the safe side: 2 or more means "not exclusive".
+  if (t.storage_ == nullptr || t.storage_.use_count() != 1) return nullptr;
+  // Reading 1 does not order the other owners' accesses before ours: a
+  // thread that read the buffer, then dropped its reference (a release
+  // decrement), must not race with our writes. Taking and dropping a
+  // reference performs read-modify-writes on the count that continue the
+  // release sequence of that last decrement, and the drop is acq_rel in
+  // libstdc++ and libc++ (the increment too in libstdc++): it synchronizes
+  // with every earlier release of the count. An atomic_thread_fence(acquire)
+  // after the load would do the same in the C++ model, but ThreadSanitizer
+  // does not model fences; these atomic operations it sees. (A copy taken
+  // later by the caller would acquire too with libstdc++, whose increment is
+  // acq_rel, but not with libc++, whose increment is relaxed.)
+  {
+    const std::shared_ptr<const std::byte> acquire = t.storage_;
+  }
+  return const_cast<std::byte*>(t.raw());
+}
+
 Tensor scalar_of(DType dtype, double value) {
   return dispatch_dtype(dtype, [&](auto zero) {
     using T = decltype(zero);

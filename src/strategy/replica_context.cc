@@ -63,7 +63,7 @@ void require_own_context(const ReplicaContext& ctx, const char* method) {
 }  // namespace
 
 Tensor ReplicaContext::all_reduce(ReduceOp op, const Tensor& value, const CommunicationOptions& options) const {
-  std::vector<Tensor>* results = all_reduce_into(op, std::span<const Tensor>(&value, 1), options);
+  std::vector<Tensor>* results = all_reduce_into(op, std::span<const Tensor>(&value, 1), {}, options);
   if (results == nullptr) return value;
   Tensor out = std::move(results->front());
   results->clear();
@@ -72,12 +72,30 @@ Tensor ReplicaContext::all_reduce(ReduceOp op, const Tensor& value, const Commun
 
 std::vector<Tensor> ReplicaContext::all_reduce(ReduceOp op, const std::vector<Tensor>& values,
                                                const CommunicationOptions& options) const {
-  std::vector<Tensor>* results = all_reduce_into(op, values, options);
+  std::vector<Tensor>* results = all_reduce_into(op, values, {}, options);
   if (results == nullptr) return values;
   return std::move(*results);
 }
 
+Tensor ReplicaContext::all_reduce(ReduceOp op, Tensor&& value, const CommunicationOptions& options) const {
+  std::vector<Tensor>* results = all_reduce_into(op, std::span<const Tensor>(&value, 1), std::span<Tensor>(&value, 1),
+                                                 options);
+  Tensor out = results == nullptr ? std::move(value) : std::move(results->front());
+  if (results != nullptr) results->clear();
+  Tensor handed = std::move(value);  // consumed: the caller keeps no reference to the buffer
+  return out;
+}
+
+std::vector<Tensor> ReplicaContext::all_reduce(ReduceOp op, std::vector<Tensor>&& values,
+                                               const CommunicationOptions& options) const {
+  std::vector<Tensor>* results = all_reduce_into(op, values, values, options);
+  std::vector<Tensor> out = results == nullptr ? std::move(values) : std::move(*results);
+  values.clear();  // consumed
+  return out;
+}
+
 std::vector<Tensor>* ReplicaContext::all_reduce_into(ReduceOp op, std::span<const Tensor> values,
+                                                     std::span<Tensor> handed,
                                                      const CommunicationOptions& options) const {
   require_own_context(*this, "all_reduce");
   const CommunicationOptions merged = strategy_->communication_options_.merge(options);
@@ -86,7 +104,9 @@ std::vector<Tensor>* ReplicaContext::all_reduce_into(ReduceOp op, std::span<cons
     throw InvalidArgumentError("all_reduce: expected bytes_per_pack >= 0, got " + std::to_string(merged.bytes_per_pack));
   }
   if (strategy_->num_replicas_in_sync() == 1) return nullptr;  // the inputs are the results
-  return &strategy_->collectives_->all_reduce(replica_id_, op, values, merged.bytes_per_pack, deadline);
+  internal::CollectiveGroup& group = *strategy_->collectives_;
+  if (handed.empty()) return &group.all_reduce(replica_id_, op, values, merged.bytes_per_pack, deadline);
+  return &group.all_reduce_donated(replica_id_, op, handed, merged.bytes_per_pack, deadline);
 }
 
 Tensor ReplicaContext::all_gather(const Tensor& value, int axis, const CommunicationOptions& options) const {

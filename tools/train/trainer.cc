@@ -511,7 +511,7 @@ TrainResult train(Strategy& strategy, const TrainConfig& config) {
     Pass pass = forward_backward(read_all(params), batch[0], batch[1], loss_scale, /*want_grads=*/true);
     // Each replica's gradient is of its loss sum / GLOBAL batch: their SUM
     // is the gradient of the global batch's mean loss.
-    std::vector<Tensor> grads = ctx.all_reduce(ReduceOp::SUM, pass.grads);
+    std::vector<Tensor> grads = ctx.all_reduce(ReduceOp::SUM, std::move(pass.grads));
     ctx.merge_call([&](Strategy&, const PerReplica<std::vector<Tensor>>& all) { optimizer->apply(all.primary()); },
                    grads);
     return Tensor({pass.loss_sum, static_cast<double>(pass.correct), static_cast<double>(batch[0].dim(0))});
