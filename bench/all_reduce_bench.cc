@@ -47,11 +47,28 @@ void BM_Copy(benchmark::State& state) {
   state.SetBytesProcessed(static_cast<std::int64_t>(state.iterations()) * state.range(0));
 }
 
+// Two threads, each applying `half` to its half of [0, count) once per
+// iteration of the timed loop, meeting at a barrier after each.
+template <class Half>
+void run_halves(benchmark::State& state, std::size_t count, Half& half) {
+  std::barrier<> meet(2);
+  const auto iterations = state.max_iterations;
+  std::thread partner([&] {
+    for (benchmark::IterationCount i = 0; i < iterations; ++i) {
+      half(count / 2, count);
+      meet.arrive_and_wait();
+    }
+  });
+  for (auto _ : state) {
+    half(0, count / 2);
+    meet.arrive_and_wait();
+  }
+  partner.join();
+}
+
 void BM_TwoThreadInPlace(benchmark::State& state) {
   const auto count = static_cast<std::size_t>(state.range(0)) / sizeof(float);
   std::vector<float> a(count, 1.f), b(count, 2.f);
-  std::barrier<> meet(2);
-  const auto iterations = state.max_iterations;
   auto half = [&](std::size_t lo, std::size_t hi) {
     for (std::size_t i = lo; i < hi; ++i) {
       const float s = a[i] + b[i];
@@ -59,39 +76,17 @@ void BM_TwoThreadInPlace(benchmark::State& state) {
       b[i] = s;
     }
   };
-  std::thread partner([&] {
-    for (benchmark::IterationCount i = 0; i < iterations; ++i) {
-      half(count / 2, count);
-      meet.arrive_and_wait();
-    }
-  });
-  for (auto _ : state) {
-    half(0, count / 2);
-    meet.arrive_and_wait();
-  }
-  partner.join();
+  run_halves(state, count, half);
   state.SetBytesProcessed(static_cast<std::int64_t>(state.iterations()) * state.range(0));
 }
 
 void BM_TwoThreadShared(benchmark::State& state) {
   const auto count = static_cast<std::size_t>(state.range(0)) / sizeof(float);
   std::vector<float> a(count, 1.f), b(count, 2.f), c(count, 0.f);
-  std::barrier<> meet(2);
-  const auto iterations = state.max_iterations;
   auto half = [&](std::size_t lo, std::size_t hi) {
     for (std::size_t i = lo; i < hi; ++i) c[i] = a[i] + b[i];
   };
-  std::thread partner([&] {
-    for (benchmark::IterationCount i = 0; i < iterations; ++i) {
-      half(count / 2, count);
-      meet.arrive_and_wait();
-    }
-  });
-  for (auto _ : state) {
-    half(0, count / 2);
-    meet.arrive_and_wait();
-  }
-  partner.join();
+  run_halves(state, count, half);
   if (c[0] != 3.f || c[count - 1] != 3.f) state.SkipWithError("wrong sum");
   state.SetBytesProcessed(static_cast<std::int64_t>(state.iterations()) * state.range(0));
 }

@@ -26,20 +26,15 @@ namespace {
 
 using testing::message_of;
 using testing::StrategyTest;
+using testing::cpu_devices;
+using testing::ctx;
+using testing::rid;
 using testing::values_of;
 using ::testing::HasSubstr;
 using Clock = std::chrono::steady_clock;
 
 double seconds_since(Clock::time_point t) { return std::chrono::duration<double>(Clock::now() - t).count(); }
 
-std::vector<std::string> cpu_devices(int n) {
-  std::vector<std::string> devices;
-  for (int i = 0; i < n; ++i) devices.push_back("CPU:" + std::to_string(i));
-  return devices;
-}
-
-ReplicaContext& ctx() { return *get_replica_context(); }
-int rid() { return get_replica_context()->replica_id_in_sync_group(); }
 
 // n runs of two all_reduces and an all_gather; every result must be exact.
 void expect_healthy(Strategy& s, int runs = 100) {

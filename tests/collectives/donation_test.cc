@@ -23,6 +23,9 @@ namespace {
 
 using testing::message_of;
 using testing::StrategyTest;
+using testing::cpu_devices;
+using testing::ctx;
+using testing::rid;
 using ::testing::HasSubstr;
 
 // --- Overload resolution (compile time) --------------------------------------
@@ -49,14 +52,6 @@ static_assert(std::is_same_v<decltype(std::declval<const ReplicaContext&>().all_
 
 constexpr std::int64_t kSplitElements = internal::CollectiveGroup::kSplitBytes / sizeof(float);
 
-std::vector<std::string> cpu_devices(int n) {
-  std::vector<std::string> devices;
-  for (int i = 0; i < n; ++i) devices.push_back("CPU:" + std::to_string(i));
-  return devices;
-}
-
-ReplicaContext& ctx() { return *get_replica_context(); }
-int rid() { return get_replica_context()->replica_id_in_sync_group(); }
 std::uintptr_t address(const Tensor& t) { return reinterpret_cast<std::uintptr_t>(t.bytes().data()); }
 
 // Inputs that differ per replica and element, with inexact sums (so that

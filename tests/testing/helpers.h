@@ -7,6 +7,7 @@
 #include <string>
 #include <vector>
 
+#include "distribute/replica_context.h"
 #include "distribute/tensor.h"
 
 namespace distribute::testing {
@@ -33,5 +34,16 @@ std::vector<T> values_of(const Tensor& t) {
   const auto d = t.data<T>();
   return {d.begin(), d.end()};
 }
+
+// Device names "CPU:0" .. "CPU:n-1", one per replica of a MirroredStrategy.
+inline std::vector<std::string> cpu_devices(int n) {
+  std::vector<std::string> devices;
+  for (int i = 0; i < n; ++i) devices.push_back("CPU:" + std::to_string(i));
+  return devices;
+}
+
+// Inside a replica function: its context and its replica id.
+inline ReplicaContext& ctx() { return *get_replica_context(); }
+inline int rid() { return get_replica_context()->replica_id_in_sync_group(); }
 
 }  // namespace distribute::testing
