@@ -9,10 +9,12 @@
 //     assign_sub) is aggregated over the replicas first (SUM, MEAN, or
 //     ONLY_FIRST_REPLICA: replica 0's value), then applied to every
 //     component; this is a collective, so every replica must make it. With
-//     aggregation NONE an update in replica context raises
-//     InvalidArgumentError (the components would drift apart; TF <= 2.4
-//     raised too, later TF updates only the local component). In
-//     cross-replica context an update is applied to every component as is.
+//     aggregation NONE an update in replica context applies to the
+//     replica's own component only, without communication, as current TF
+//     does (TF up to about 2.4 raised): the copies stay identical only if every
+//     replica applies the same update, e.g. an optimizer step on all-reduced
+//     gradients. In cross-replica context an update is applied to every
+//     component as is.
 //     Reads give the local component in replica context, the (identical)
 //     primary component in cross-replica context.
 //   - synchronization ON_READ: a SyncOnReadVariable (what metrics use).

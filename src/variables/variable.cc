@@ -196,10 +196,12 @@ Tensor Variable::update(Update kind, const Tensor& value) {
     return s.components[0];
   }
   if (s.aggregation == VariableAggregation::NONE) {
-    throw InvalidArgumentError("MirroredVariable " + quoted(s.name) + " has aggregation NONE, so " + method +
-                               " in replica context would make its copies differ: create it with aggregation SUM, "
-                               "MEAN or ONLY_FIRST_REPLICA, or update it in cross-replica context (outside run, or "
-                               "inside get_replica_context()->merge_call)");
+    // As current TF does: this replica's component only, no communication.
+    // Keeping the copies identical is then the caller's part (every replica
+    // applies the same all-reduced gradient, as a data-parallel step does).
+    Tensor& mine = s.components[static_cast<std::size_t>(r)];
+    mine = apply(mine, value);
+    return mine;
   }
   if (s.aggregation == VariableAggregation::MEAN && !is_floating(dtype())) {
     throw InvalidArgumentError("Cannot update non-float variable " + quoted(s.name) + " with VariableAggregation.MEAN "

@@ -181,15 +181,19 @@ Pass forward_backward(const std::vector<Tensor>& params, const Tensor& x, const 
 
 // --- Optimizers ---------------------------------------------------------------
 
-// Applies gradients in cross-replica context (inside merge_call): every
-// assign writes every component of a mirrored variable, so the replicas'
-// copies stay identical. Slots are mirrored variables created in the
-// strategy's scope like the parameters.
+// Applies gradients. Called in replica context by every replica with the
+// same all-reduced gradients: an assign to a mirrored variable of
+// aggregation NONE there updates the replica's own copy (as in current TF),
+// and the same arithmetic on the same inputs keeps the copies bitwise
+// identical, with no further synchronization (as DDP's optimizer steps run
+// in every process). Slots are mirrored variables created in the strategy's
+// scope like the parameters.
 class Optimizer {
  public:
   virtual ~Optimizer() = default;
   virtual void apply(const std::vector<Tensor>& grads) = 0;
   virtual void track(Checkpoint& checkpoint) const = 0;
+  virtual std::vector<Variable> slots() const = 0;
 };
 
 Eigen::Map<const Eigen::ArrayXf> as_array(const Tensor& t) {
@@ -233,6 +237,7 @@ class MomentumSgd final : public Optimizer {
   void track(Checkpoint& checkpoint) const override {
     for (const Variable& v : velocity_) checkpoint.track("optimizer/" + v.name(), v);
   }
+  std::vector<Variable> slots() const override { return velocity_; }
 
  private:
   std::vector<Variable> params_, velocity_;
@@ -270,6 +275,12 @@ class Adam final : public Optimizer {
     checkpoint.track("optimizer/iterations", iterations_);
     for (const Variable& m : m_) checkpoint.track("optimizer/" + m.name(), m);
     for (const Variable& v : v_) checkpoint.track("optimizer/" + v.name(), v);
+  }
+  std::vector<Variable> slots() const override {
+    std::vector<Variable> all{iterations_};
+    all.insert(all.end(), m_.begin(), m_.end());
+    all.insert(all.end(), v_.begin(), v_.end());
+    return all;
   }
 
  private:
@@ -435,9 +446,8 @@ TrainResult train(Strategy& strategy, const TrainConfig& config) {
   sizes.insert(sizes.end(), config.hidden.begin(), config.hidden.end());
   sizes.push_back(kClasses);
 
-  // Model and optimizer state: mirrored variables (one copy per replica),
-  // updated only in cross-replica context inside merge_call, so their
-  // aggregation stays NONE, as Keras's are.
+  // Model and optimizer state: mirrored variables (one copy per replica) of
+  // aggregation NONE, as Keras's are: each replica updates its own copy.
   std::vector<Variable> params;
   std::unique_ptr<Optimizer> optimizer;
   {
@@ -511,9 +521,10 @@ TrainResult train(Strategy& strategy, const TrainConfig& config) {
     Pass pass = forward_backward(read_all(params), batch[0], batch[1], loss_scale, /*want_grads=*/true);
     // Each replica's gradient is of its loss sum / GLOBAL batch: their SUM
     // is the gradient of the global batch's mean loss.
-    std::vector<Tensor> grads = ctx.all_reduce(ReduceOp::SUM, std::move(pass.grads));
-    ctx.merge_call([&](Strategy&, const PerReplica<std::vector<Tensor>>& all) { optimizer->apply(all.primary()); },
-                   grads);
+    // Every replica gets the same bits, so every replica's optimizer step
+    // below gives the same new weights.
+    const std::vector<Tensor> grads = ctx.all_reduce(ReduceOp::SUM, std::move(pass.grads));
+    optimizer->apply(grads);
     return Tensor({pass.loss_sum, static_cast<double>(pass.correct), static_cast<double>(batch[0].dim(0))});
   };
 
@@ -603,6 +614,17 @@ TrainResult train(Strategy& strategy, const TrainConfig& config) {
   result.test_accuracy = evaluate(params, data);
   result.steps = step;
   result.parameters = read_all(params);
+  std::vector<Variable> state = params;
+  for (const Variable& slot : optimizer->slots()) state.push_back(slot);
+  for (const Variable& v : state) {
+    const std::vector<Tensor> copies = v.values();
+    for (const Tensor& copy : copies) {
+      if (!(copy == copies.front())) {
+        result.diverged_variables.push_back(v.name());
+        break;
+      }
+    }
+  }
   if (log) *log << "test accuracy " << std::fixed << std::setprecision(4) << result.test_accuracy << "\n";
   return result;
 }

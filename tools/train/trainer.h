@@ -8,7 +8,8 @@
 //       strategy.run(step_fn, batch)   # forward/backward on the replica's
 //                                      # slice, loss / GLOBAL batch size,
 //                                      # all_reduce(SUM, gradients),
-//                                      # merge_call -> optimizer update
+//                                      # optimizer update of the replica's
+//                                      # copy (the same on every replica)
 //       strategy.reduce(SUM, metrics)
 //     checkpoint.save(dir)
 //
@@ -110,6 +111,10 @@ struct TrainResult {
   std::int64_t steps = 0;  // optimizer steps in total, including restored ones
   // The trained parameters (kernel, bias per layer), cross-replica values.
   std::vector<Tensor> parameters;
+  // Names of the model and optimizer variables whose replica copies are not
+  // bitwise identical at the end (each replica updates its own copy, with
+  // the same all-reduced gradients: this must stay empty).
+  std::vector<std::string> diverged_variables;
   // Epoch the run started from after a restore (0: from scratch).
   int resumed_from_epoch = 0;
 };

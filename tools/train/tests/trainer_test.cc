@@ -93,6 +93,8 @@ TEST(TrainerTest, ReplicaCountsGiveTheSameWeightsWithSgd) {
   for (int replicas : {2, 3, 4}) {
     const TrainResult many = train(small_config(OptimizerKind::kSgd, replicas));
     EXPECT_EQ(many.steps, 12);
+    EXPECT_TRUE(many.diverged_variables.empty())
+        << replicas << " replicas: copies differ, first " << many.diverged_variables.front();
     expect_same_parameters(one.parameters, many.parameters, 1e-4, 1e-5,
                            "SGD, " + std::to_string(replicas) + " replicas vs 1");
     EXPECT_NEAR(many.history.at(0).loss, one.history.at(0).loss, 1e-5);
@@ -104,6 +106,8 @@ TEST(TrainerTest, ReplicaCountsGiveTheSameWeightsWithAdam) {
   const TrainResult one = train(small_config(OptimizerKind::kAdam, 1));
   for (int replicas : {2, 3, 4}) {
     const TrainResult many = train(small_config(OptimizerKind::kAdam, replicas));
+    EXPECT_TRUE(many.diverged_variables.empty())
+        << replicas << " replicas: copies differ, first " << many.diverged_variables.front();
     expect_same_parameters(one.parameters, many.parameters, 1e-4, 1e-5,
                            "Adam, " + std::to_string(replicas) + " replicas vs 1");
   }
