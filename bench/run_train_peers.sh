@@ -142,6 +142,15 @@ for ((r = 0; r < ROUNDS; r++)); do
   done
 done
 busy_after=$(busy_fraction 1)
+# The host's cross-core hand-off cost moves 4-5x between minutes on these
+# virtual machines and moves the 2-replica figures with it: record it (two
+# threads meeting at a spinning barrier) when the benchmark is built.
+spin_bench=$(dirname "$(dirname "$(dirname "$bin")")")/bench/all_reduce_bench
+spin_meeting="not measured (no $spin_bench)"
+if [[ -x $spin_bench ]]; then
+  spin_meeting=$("$spin_bench" --benchmark_filter='^BM_SpinMeeting' --benchmark_repetitions=3 \
+    --benchmark_report_aggregates_only=true 2>/dev/null | awk '/_median/ { print $2 " " $3; exit }')
+fi
 
 # --- report ---------------------------------------------------------------------------
 torch_version=$("$python" -c 'import torch; print(torch.__version__)')
@@ -162,6 +171,7 @@ print()
 print("Global batch 256, $EPOCHS epochs per run (epoch 1 untimed), $ROUNDS interleaved rounds;")
 print("torch $torch_version with $blas_kind (libblas.so.3 -> ${alt:-unknown}); ${openblas_env:-no OPENBLAS_/OMP_ variables}")
 print("$(nproc) cores; CPU busy $busy_before before the runs, $busy_after right after; load average after: $(cut -d' ' -f1-3 /proc/loadavg)")
+print("cross-core hand-off right after (all_reduce_bench BM_SpinMeeting, median of 3): $spin_meeting")
 print()
 print("| configuration | samples/s (median) | runs | test accuracy |")
 print("| --- | --- | --- | --- |")
