@@ -104,12 +104,17 @@ class ReplicaContext {
   //     const& argument (one shared buffer from 64 KiB up), and a loop keeps
   //     the path it started on: a shared result is never sole-owned;
   //   - `value` is consumed: it is left moved-from (assign before reuse)
-  //     when the call returns, and when it raises after the reduction may
+  //     when the call returns. When the call raises after the reduction may
   //     have started (CancelledError or DeadlineExceededError while waiting
-  //     for the others to pass their checks or to finish, as another replica
-  //     may still be writing into it). A call that raises earlier (bad
+  //     for the others to pass their checks or to finish), a tensor that was
+  //     being reduced in place is left moved-from, as another replica may
+  //     still be writing into it; the others (of a list: the rest of the
+  //     vector) come back unchanged. A call that raises earlier (bad
   //     options, a mismatch between replicas, cancelled or timed out while
-  //     the replicas arrive) leaves it unchanged: nothing was written.
+  //     the replicas arrive) leaves everything unchanged: nothing was written;
+  //   - each replica must hand over an object of its own (a local variable
+  //     of its replica function): std::move of one object shared by the
+  //     replicas' threads is a data race, as any unsynchronized write is.
   // Lvalues (even non-const ones) take the const& overloads above and are
   // never modified; std::move of a const tensor does too.
   // Not with other workers (MultiWorkerMirroredStrategy): there the call

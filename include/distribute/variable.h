@@ -4,8 +4,9 @@
 // A Variable created inside strategy.scope() of a MirroredStrategy is
 // distributed, with one component per replica, all starting from the same
 // initial value:
-//   - synchronization AUTO or ON_WRITE: a MirroredVariable. Its components
-//     are kept identical. In replica context an update (assign, assign_add,
+//   - synchronization AUTO or ON_WRITE: a MirroredVariable. The library keeps
+//     its components identical, except under replica-context updates with
+//     aggregation NONE (below). In replica context an update (assign, assign_add,
 //     assign_sub) is aggregated over the replicas first (SUM, MEAN, or
 //     ONLY_FIRST_REPLICA: replica 0's value), then applied to every
 //     component; this is a collective, so every replica must make it. With
@@ -15,8 +16,8 @@
 //     replica applies the same update, e.g. an optimizer step on all-reduced
 //     gradients. In cross-replica context an update is applied to every
 //     component as is.
-//     Reads give the local component in replica context, the (identical)
-//     primary component in cross-replica context.
+//     Reads give the local component in replica context, the primary
+//     (replica 0's) component in cross-replica context.
 //   - synchronization ON_READ: a SyncOnReadVariable (what metrics use).
 //     Each replica reads and updates its own component without any
 //     communication; a read in cross-replica context aggregates the
@@ -29,7 +30,9 @@
 //
 // A Variable is a handle: copies share the same state. Reads and updates of
 // replica r's component from replica r's thread may run concurrently with
-// the other replicas'; cross-replica updates must not race with run().
+// the other replicas'; cross-replica updates must not race with run(), and
+// neither may reads of every component (values(), to_string(), <<) while
+// replicas update their own (SyncOnRead, or Mirrored with aggregation NONE).
 #pragma once
 
 #include <iosfwd>

@@ -115,7 +115,7 @@ const char* kind_name(int kind) {
 
 CollectiveGroup::CollectiveGroup(int num_replicas, CrossWorker* cross)
     : n_(num_replicas), cross_(cross), slots_(static_cast<std::size_t>(num_replicas)) {
-  const unsigned cores = std::max(1u, std::thread::hardware_concurrency());
+  const unsigned cores = usable_cores();
   policy_.yield = static_cast<unsigned>(num_replicas) > cores;
   // With a core per replica, a replica that waits in a collective is waiting
   // for a peer that is still computing its part of the step (in training:

@@ -7,7 +7,7 @@
 namespace distribute::internal {
 
 ReplicaPool::ReplicaPool(int num_replicas, const std::string& name_prefix) : num_replicas_(num_replicas) {
-  const unsigned cores = std::max(1u, std::thread::hardware_concurrency());
+  const unsigned cores = usable_cores();
   // With more busy threads than cores, spinning must give the core away.
   policy_.yield = static_cast<unsigned>(num_replicas) > cores;
   threads_.reserve(static_cast<std::size_t>(std::max(0, num_replicas - 1)));

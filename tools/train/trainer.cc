@@ -9,6 +9,7 @@
 #include <chrono>
 #include <cmath>
 #include <cstdio>
+#include <cstring>
 #include <filesystem>
 #include <fstream>
 #include <iomanip>
@@ -619,7 +620,8 @@ TrainResult train(Strategy& strategy, const TrainConfig& config) {
   for (const Variable& v : state) {
     const std::vector<Tensor> copies = v.values();
     for (const Tensor& copy : copies) {
-      if (!(copy == copies.front())) {
+      const auto a = copy.bytes(), b = copies.front().bytes();
+      if (a.size() != b.size() || std::memcmp(a.data(), b.data(), a.size()) != 0) {
         result.diverged_variables.push_back(v.name());
         break;
       }
