@@ -47,6 +47,13 @@ struct MultiWorkerOptions {
   // Collective options; timeout_seconds (default 60) bounds every wait on
   // another replica or worker.
   CommunicationOptions communication;
+  // Bounds the constructor's waits: MPI initialization (when the library
+  // initializes MPI, which waits for every process of the job), every
+  // worker's arrival, and the communicators' set-up. A worker that does
+  // not arrive in time makes the others raise DeadlineExceededError naming
+  // it (MPI's initialization itself cannot say which process is missing).
+  // Must be > 0.
+  double startup_timeout_seconds = 60.0;
   // The cluster as TF describes it; unset: TF_CONFIG from the environment,
   // if set. It must agree with the MPI communicator (size = number of
   // workers, rank = TF's id_in_cluster).
@@ -66,10 +73,20 @@ struct MultiWorkerOptions {
 // replicas in shared memory, then the workers over MPI. Needs MPI with
 // MPI_THREAD_SERIALIZED or higher (FailedPreconditionError otherwise); a
 // build without MPI raises UnimplementedError here.
+//
+// One MultiWorkerMirroredStrategy per process at a time (every worker
+// creates and destroys them in the same order): strategies in sequence work
+// (train, then evaluate), each talking on channels of its own, so that
+// nothing of a finished one is taken for the current one's; creating one
+// while another is alive raises FailedPreconditionError. Destroying one
+// tells the other workers that this one left; a distributed dataset or
+// variable used after its strategy was destroyed raises
+// FailedPreconditionError.
 class MultiWorkerMirroredStrategy : public Strategy {
  public:
   MultiWorkerMirroredStrategy();
   explicit MultiWorkerMirroredStrategy(const MultiWorkerOptions& options);
+  ~MultiWorkerMirroredStrategy() override;
 };
 
 Strategy& get_default_strategy();

@@ -201,8 +201,11 @@ class Strategy {
   Tensor sum_over_workers(const Tensor& value);
   Tensor broadcast_from_chief(const Tensor& value);
   // Every worker's `value` joined along `axis` (sizes may differ), in
-  // worker order.
-  Tensor gather_over_workers(const Tensor& value, int axis);
+  // worker order; `what` names the call in errors.
+  Tensor gather_over_workers(const Tensor& value, int axis, const char* what = "gather");
+  // MultiWorkerMirroredStrategy's end: tells the other workers this one
+  // left and closes the channel (later uses raise FailedPreconditionError).
+  void leave_workers() noexcept;
   // Raises the same InvalidArgumentError on every worker unless every
   // worker passed the same `description` (of `what`).
   void check_same_on_workers(const std::string& what, const std::string& description);

@@ -579,12 +579,14 @@ std::vector<Tensor>& CollectiveGroup::reduce(int replica, ReduceOp op, std::span
       wait_all_done(replica, seq, "all_reduce", deadline);
       if (cross_ != nullptr) {
         cross_workers(replica, seq, "all_reduce", deadline, [&] {
+          // Named as the user counts: the call's number within the run.
+          const std::string label = "all_reduce #" + std::to_string(seq);
           const auto total = static_cast<std::int64_t>(n_) * cross_->num_workers();
           for (const Pack& pack : plan) {
             const Tensor& b = d0.packs[pack.output];
             const bool direct = n_ == 1 && pack.last - pack.first == 1;
             auto* data = const_cast<std::byte*>(b.bytes().data());
-            cross_->all_reduce_sum("all_reduce", b.dtype(), direct ? values[pack.first].bytes().data() : data, data,
+            cross_->all_reduce_sum(label.c_str(), b.dtype(), direct ? values[pack.first].bytes().data() : data, data,
                                    static_cast<std::size_t>(b.num_elements()), deadline,
                                    [this] { return aborted_.load(); });
             if (op != ReduceOp::MEAN) continue;
@@ -687,8 +689,9 @@ std::vector<Tensor> CollectiveGroup::all_gather(int replica, const std::vector<T
   if (cross_ != nullptr) {
     cross_workers(replica, seq, "all_gather", deadline, [&] {
       Descriptor& d0 = slot(0).desc[seq & 1];
+      const std::string label = "all_gather #" + std::to_string(seq);
       for (Tensor& out : d0.outputs) {
-        out = gather_over_workers(*cross_, "all_gather", out, axis, deadline, [this] { return aborted_.load(); });
+        out = gather_over_workers(*cross_, label.c_str(), out, axis, deadline, [this] { return aborted_.load(); });
       }
     });
   }

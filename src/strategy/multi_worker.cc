@@ -18,6 +18,15 @@ std::vector<DeviceSpec> local_devices(const MultiWorkerOptions& options) {
   return devices;
 }
 
+internal::CrossWorker::Clock::time_point deadline_of(const CommunicationOptions& options) {
+  return internal::CrossWorker::Clock::now() +
+         std::chrono::duration_cast<internal::CrossWorker::Clock::duration>(
+             std::chrono::duration<double>(*options.timeout_seconds));
+}
+
+// Cross-replica calls have no local replicas to be cancelled by.
+constexpr auto never = [] { return false; };
+
 }  // namespace
 
 MultiWorkerMirroredStrategy::MultiWorkerMirroredStrategy() : MultiWorkerMirroredStrategy(MultiWorkerOptions{}) {}
@@ -27,7 +36,8 @@ MultiWorkerMirroredStrategy::MultiWorkerMirroredStrategy(const MultiWorkerOption
                internal::make_mpi_cross_worker(options)) {
   // Every worker must run as many replicas (TF: "tf.distribute expects every
   // worker to have the same number of replicas"); every worker checks.
-  const Tensor counts = gather_over_workers(Tensor{static_cast<std::int64_t>(num_local_replicas())}, 0);
+  const Tensor counts = gather_over_workers(Tensor{static_cast<std::int64_t>(num_local_replicas())}, 0,
+                                            "start-up (every worker's replica count)");
   for (int w = 0; w < num_workers(); ++w) {
     const std::int64_t c = counts.data<std::int64_t>()[static_cast<std::size_t>(w)];
     if (c != num_local_replicas()) {
@@ -39,18 +49,11 @@ MultiWorkerMirroredStrategy::MultiWorkerMirroredStrategy(const MultiWorkerOption
   }
 }
 
-namespace {
+MultiWorkerMirroredStrategy::~MultiWorkerMirroredStrategy() { leave_workers(); }
 
-internal::CrossWorker::Clock::time_point deadline_of(const CommunicationOptions& options) {
-  return internal::CrossWorker::Clock::now() +
-         std::chrono::duration_cast<internal::CrossWorker::Clock::duration>(
-             std::chrono::duration<double>(*options.timeout_seconds));
+void Strategy::leave_workers() noexcept {
+  if (cross_worker_ != nullptr) cross_worker_->close();
 }
-
-// Cross-replica calls have no local replicas to be cancelled by.
-constexpr auto never = [] { return false; };
-
-}  // namespace
 
 Tensor Strategy::sum_over_workers(const Tensor& value) {
   if (cross_worker_ == nullptr) return value;
@@ -63,9 +66,9 @@ Tensor Strategy::broadcast_from_chief(const Tensor& value) {
                                           deadline_of(communication_options_), never);
 }
 
-Tensor Strategy::gather_over_workers(const Tensor& value, int axis) {
+Tensor Strategy::gather_over_workers(const Tensor& value, int axis, const char* what) {
   if (cross_worker_ == nullptr) return value;
-  return internal::gather_over_workers(*cross_worker_, "gather", value, axis, deadline_of(communication_options_),
+  return internal::gather_over_workers(*cross_worker_, what, value, axis, deadline_of(communication_options_),
                                        never);
 }
 

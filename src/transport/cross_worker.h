@@ -4,8 +4,12 @@
 // mpi_cross_worker.cc; a build without MPI gets a factory that raises.
 //
 // Contract of every collective here:
+//   - `what` names the call in messages as the user knows it ("all_reduce
+//     #2", the number within the run; "reduce"; "start-up ..."): the
+//     transport's own count of exchanges stays internal;
 //   - every worker calls the same collectives in the same order; each first
-//     exchanges a small header (sequence number, kind, dtype, sizes) with
+//     exchanges a small header (strategy generation, sequence number, kind,
+//     dtype, sizes) with
 //     every peer, so that mismatched calls raise the same
 //     WorkersMismatchError on every worker instead of corrupting memory;
 //   - results are bitwise the same on every worker and on every run (sums
@@ -67,10 +71,20 @@ class CrossWorker {
   // Tells every peer that this worker failed (their waits raise
   // UnavailableError with `message`), and breaks the channel. Never throws.
   virtual void report_failure(const std::string& message) noexcept = 0;
+  // The strategy ends (its destructor): tells every peer that this worker
+  // left (their waits raise UnavailableError), and lets the process create
+  // another strategy; later calls raise FailedPreconditionError (a dataset
+  // or variable kept beyond its strategy). Never throws; idempotent.
+  virtual void close() noexcept = 0;
 };
 
 // The MPI channel for MultiWorkerMirroredStrategy (initializes MPI when the
-// program has not). Raises UnimplementedError when built without MPI.
+// program has not). Start-up (MPI initialization, every worker's arrival,
+// the communicators) is bounded by options.startup_timeout_seconds:
+// DeadlineExceededError naming the workers that did not arrive (MPI's own
+// initialization can name none). One strategy per process at a time:
+// FailedPreconditionError while another is alive (not closed). Raises
+// UnimplementedError when built without MPI.
 std::shared_ptr<CrossWorker> make_mpi_cross_worker(const MultiWorkerOptions& options);
 
 }  // namespace internal

@@ -21,6 +21,8 @@
 #include <mpi.h>
 
 #include <algorithm>
+#include <condition_variable>
+#include <cstdlib>
 #include <cstring>
 #include <mutex>
 #include <string>
@@ -35,9 +37,30 @@
 namespace distribute::internal {
 namespace {
 
+using Clock = CrossWorker::Clock;
+
+// Tags: every MultiWorkerMirroredStrategy of a process (its generation)
+// talks on tags of its own, so that a message of a finished one (say its
+// leaving notice, or a step abandoned after a failure) is never taken for
+// the current one's, even when MPI reuses a freed communicator's context.
+// kHelloTag (start-up, on the program's communicator) is the same for all.
 constexpr int kHeaderTag = 101;
 constexpr int kDataTag = 102;
 constexpr int kFailureTag = 103;
+constexpr int kTagsPerGeneration = 4;
+constexpr std::uint64_t kGenerationsBeforeReuse = 8000;  // tags stay below 32767, MPI's guaranteed MPI_TAG_UB
+constexpr int kHelloTag = 32700;
+
+int generation_tag(int base, std::uint64_t generation) {
+  return base + kTagsPerGeneration * static_cast<int>(generation % kGenerationsBeforeReuse);
+}
+
+std::string seconds_text(double seconds) {
+  std::string s = std::to_string(seconds);
+  s.erase(s.find_last_not_of('0') + 1);
+  if (!s.empty() && s.back() == '.') s.pop_back();
+  return s + " s";
+}
 constexpr std::size_t kDirectBytes = 256 * 1024;
 // Open MPI's shared-memory transport sends messages of up to 4 KiB
 // (headers included) eagerly; larger ones take a rendezvous that costs a few
@@ -58,6 +81,7 @@ const char* op_name(std::uint32_t op) {
 }
 
 struct Header {
+  std::uint64_t generation = 0;
   std::uint64_t seq = 0;
   std::uint32_t op = 0;
   std::uint32_t dtype = 0;
@@ -91,33 +115,88 @@ std::string list(const std::vector<int>& ids) {
 // MPI for the whole process: initialized by the first strategy when the
 // program has not, finalized at exit by whoever initialized it, or the job
 // aborted (non-zero status) when a channel broke.
+//
+// MPI_Init_thread waits until every process of the job calls it (Open MPI
+// exchanges the processes' addresses there); it runs on a thread of its own
+// so that the strategy's start-up deadline bounds it. A process whose
+// initialization timed out cannot use MPI any more (the call may still
+// return later; nothing else may run meanwhile).
 class MpiProcess {
  public:
-  static MpiProcess& get() {
-    static MpiProcess process;
-    return process;
-  }
-  std::mutex& mutex() { return mutex_; }
-  void mark_broken() { broken_ = true; }
-
- private:
-  MpiProcess() {
+  // The process's MPI, initialized by the deadline (DeadlineExceededError
+  // otherwise) when the program has not.
+  static MpiProcess& start(Clock::time_point deadline, double timeout_seconds) {
+    static std::mutex start_mutex;
+    static std::unique_ptr<MpiProcess> process;  // finalizes at exit
+    static std::string failed;                   // why initialization failed for good
+    std::lock_guard<std::mutex> lock(start_mutex);
+    if (process != nullptr) return *process;
+    if (!failed.empty()) throw FailedPreconditionError(failed);
     int initialized = 0;
     MPI_Initialized(&initialized);
-    int provided = 0;
+    bool owner = false;
     if (initialized == 0) {
-      check_mpi(MPI_Init_thread(nullptr, nullptr, MPI_THREAD_SERIALIZED, &provided), "MPI_Init_thread");
-      owner_ = true;
-    } else {
-      MPI_Query_thread(&provided);
+      struct Init {
+        std::mutex mutex;
+        std::condition_variable done_cv;
+        bool done = false;
+        int code = MPI_SUCCESS;
+      };
+      auto init = std::make_shared<Init>();
+      std::thread([init] {
+        int provided = 0;
+        const int code = MPI_Init_thread(nullptr, nullptr, MPI_THREAD_SERIALIZED, &provided);
+        std::lock_guard<std::mutex> done_lock(init->mutex);
+        init->done = true;
+        init->code = code;
+        init->done_cv.notify_all();
+      }).detach();
+      std::unique_lock<std::mutex> wait_lock(init->mutex);
+      if (!init->done_cv.wait_until(wait_lock, deadline, [&] { return init->done; })) {
+        failed = "MultiWorkerMirroredStrategy: MPI initialization timed out earlier in this process (MPI_Init_thread "
+                 "did not return within the start-up deadline); MPI cannot be used by this process";
+        throw DeadlineExceededError(
+            "MultiWorkerMirroredStrategy start-up: MPI_Init_thread did not return within " +
+            seconds_text(timeout_seconds) + " (startup_timeout_seconds in MultiWorkerOptions): a process of the job " +
+            launcher_size_text() + "has not started or has not reached MPI initialization; MPI names no process "
+            "before it is initialized");
+      }
+      check_mpi(init->code, "MPI_Init_thread");
+      owner = true;
     }
+    int provided = 0;
+    MPI_Query_thread(&provided);
     if (provided < MPI_THREAD_SERIALIZED) {
       throw FailedPreconditionError(
           "MultiWorkerMirroredStrategy: expected MPI initialized with MPI_THREAD_SERIALIZED or MPI_THREAD_MULTIPLE "
           "(replica threads other than the main one call MPI), got thread level " + std::to_string(provided) +
           "; initialize MPI with MPI_Init_thread(..., MPI_THREAD_SERIALIZED, ...) or let the strategy initialize it");
     }
+    process.reset(new MpiProcess(owner));
+    return *process;
   }
+
+  std::mutex& mutex() { return mutex_; }
+  void mark_broken() { broken_ = true; }
+
+  // One MultiWorkerMirroredStrategy at a time: the next one's number (every
+  // worker creates them in the same order, so the numbers agree), or
+  // FailedPreconditionError while another is alive. release() when it ends.
+  std::uint64_t acquire() {
+    std::lock_guard<std::mutex> lock(mutex_);
+    if (alive_) {
+      throw FailedPreconditionError(
+          "MultiWorkerMirroredStrategy: another MultiWorkerMirroredStrategy (number " + std::to_string(generation_) +
+          " of this process) is still alive; a process runs one at a time: destroy it before creating the next");
+    }
+    alive_ = true;
+    return ++generation_;
+  }
+  void release() noexcept {
+    std::lock_guard<std::mutex> lock(mutex_);
+    alive_ = false;
+  }
+
   ~MpiProcess() {
     int finalized = 0;
     MPI_Finalized(&finalized);
@@ -133,72 +212,64 @@ class MpiProcess {
     if (owner_) MPI_Finalize();
   }
 
+ private:
+  explicit MpiProcess(bool owner) : owner_(owner) {}
+
+  static std::string launcher_size_text() {
+    const char* size = std::getenv("OMPI_COMM_WORLD_SIZE");
+    if (size == nullptr) size = std::getenv("PMI_SIZE");
+    return size == nullptr ? "" : "(" + std::string(size) + " processes) ";
+  }
+
   std::mutex mutex_;
   bool owner_ = false;
   bool broken_ = false;
+  bool alive_ = false;             // guarded by mutex_
+  std::uint64_t generation_ = 0;  // guarded by mutex_
 };
 
 class MpiCrossWorker final : public CrossWorker {
  public:
-  MpiCrossWorker(MPI_Comm base, const MultiWorkerOptions& options) : process_(MpiProcess::get()) {
-    std::lock_guard<std::mutex> lock(process_.mutex());
-    check_mpi(MPI_Comm_dup(base, &data_), "MPI_Comm_dup");
-    check_mpi(MPI_Comm_dup(base, &control_), "MPI_Comm_dup");
-    // Errors come back as codes (and raise exceptions here) instead of ending
-    // the job; a truncated receive is an expected one (see all_reduce_sum).
-    MPI_Comm_set_errhandler(data_, MPI_ERRORS_RETURN);
-    MPI_Comm_set_errhandler(control_, MPI_ERRORS_RETURN);
-    MPI_Comm_rank(data_, &rank_);
-    MPI_Comm_size(data_, &size_);
-    ClusterEnvironment environment = read_cluster_environment();
-    if (options.cluster_resolver.has_value()) environment.tf_config = options.cluster_resolver;
-    // The launcher's rank and size describe MPI_COMM_WORLD, not a
-    // communicator of the program's.
-    if (options.mpi_communicator.has_value()) environment.launcher.reset();
+  MpiCrossWorker(MPI_Comm base, const MultiWorkerOptions& options, MpiProcess& process,
+                 std::uint64_t generation, Clock::time_point startup_deadline)
+      : process_(process),
+        generation_(generation),
+        header_tag_(generation_tag(kHeaderTag, generation)),
+        data_tag_(generation_tag(kDataTag, generation)),
+        failure_tag_(generation_tag(kFailureTag, generation)) {
     try {
-      chief_ = reconcile_cluster(environment, rank_, size_).is_chief;
+      start(base, options, startup_deadline);
     } catch (...) {
-      MPI_Comm_free(&data_);
-      MPI_Comm_free(&control_);
+      process_.release();
       throw;
     }
   }
 
   ~MpiCrossWorker() override {
+    close();
     std::lock_guard<std::mutex> lock(process_.mutex());
     int finalized = 0;
     MPI_Finalized(&finalized);
-    if (finalized != 0 || broken_) return;  // a broken channel's requests may still use them
-    // Tell the peers this worker is gone: one still waiting for it in a
-    // collective raises UnavailableError at once instead of at its deadline
-    // (after a clean end nobody reads the notice).
-    if (!reported_ && size_ > 1) {
-      auto text = std::make_unique<std::string>(
-          "worker " + std::to_string(rank_) +
-          " left: its MultiWorkerMirroredStrategy was destroyed (the program ended or moved on)");
-      std::vector<MPI_Request> sends;
-      for (int p = 0; p < size_; ++p) {
-        if (p == rank_) continue;
-        sends.push_back(MPI_REQUEST_NULL);
-        MPI_Isend(text->data(), static_cast<int>(text->size()), MPI_CHAR, p, kFailureTag, control_, &sends.back());
-      }
-      // Small messages complete at once (eager); never block on a dead peer.
-      int done = 0;
-      const auto until = Clock::now() + std::chrono::milliseconds(20);
-      while (done == 0 && Clock::now() < until) {
-        MPI_Testall(static_cast<int>(sends.size()), sends.data(), &done, MPI_STATUSES_IGNORE);
-      }
-      if (done == 0) {
-        // MPI still reads the text: leave it (and the communicators) to MPI.
-        for (MPI_Request& r : sends) {
-          if (r != MPI_REQUEST_NULL) MPI_Request_free(&r);
-        }
-        (void)text.release();
-        return;
-      }
+    // A broken channel's requests, or a leaving notice still in flight, may
+    // still use the communicators: they are left to MPI.
+    if (finalized != 0 || broken_ || keep_communicators_) return;
+    if (data_ != MPI_COMM_NULL) MPI_Comm_free(&data_);
+    if (control_ != MPI_COMM_NULL) MPI_Comm_free(&control_);
+  }
+
+  void close() noexcept override {
+    {
+      std::lock_guard<std::mutex> lock(process_.mutex());
+      if (closed_) return;
+      closed_ = true;
+      int finalized = 0;
+      MPI_Finalized(&finalized);
+      // Tell the peers this worker is gone: one still waiting for it in a
+      // collective raises UnavailableError at once instead of at its
+      // deadline (after a clean end nobody reads the notice).
+      if (finalized == 0 && !broken_ && !reported_ && size_ > 1 && control_ != MPI_COMM_NULL) send_leaving_locked();
     }
-    MPI_Comm_free(&data_);
-    MPI_Comm_free(&control_);
+    process_.release();
   }
 
   int num_workers() const override { return size_; }
@@ -209,8 +280,8 @@ class MpiCrossWorker final : public CrossWorker {
                       Clock::time_point deadline, FunctionRef<bool()> cancelled) override {
     const std::size_t element = dtype_size(dtype);
     const std::size_t bytes = count * element;
-    const Header mine{next_seq(what), static_cast<std::uint32_t>(Op::kAllReduce), static_cast<std::uint32_t>(dtype),
-                      count, -1};
+    const Header mine{generation_, next_seq(what), static_cast<std::uint32_t>(Op::kAllReduce),
+                      static_cast<std::uint32_t>(dtype), count, -1};
     auto* out = static_cast<std::byte*>(data);
     const auto* in = static_cast<const std::byte*>(in_data);
     const auto m = static_cast<std::size_t>(size_);
@@ -220,7 +291,7 @@ class MpiCrossWorker final : public CrossWorker {
       std::vector<Header> all(m);
       all[me] = mine;
       scratch_.resize(m * bytes);
-      Requests requests;
+      Requests requests(data_tag_);
       const bool chunked = bytes > kEagerBytes && bytes <= kChunkedBytes;
       if (chunked) {
         // First the headers (so that every worker cuts the same chunks), then
@@ -247,7 +318,7 @@ class MpiCrossWorker final : public CrossWorker {
           requests.send(in, bytes, p, data_);
         }
       }
-      wait(what, mine.seq, requests, deadline, cancelled);
+      wait(what, requests, deadline, cancelled);
       if (!chunked) check_headers(what, all);
       sum_in_order(dtype, out, 0, count, [&](std::size_t w) { return w == me ? in : scratch_.data() + w * bytes; });
       return;
@@ -262,7 +333,7 @@ class MpiCrossWorker final : public CrossWorker {
     const std::size_t my_count = first(me + 1) - first(me);
     scratch_.resize(m * my_count * element);
     {
-      Requests requests;
+      Requests requests(data_tag_);
       std::unique_lock<std::mutex> lock(process_.mutex());
       for (int p = 0; p < size_; ++p) {
         if (p == rank_) continue;
@@ -271,7 +342,7 @@ class MpiCrossWorker final : public CrossWorker {
         requests.send(in + first(q) * element, (first(q + 1) - first(q)) * element, p, data_);
       }
       lock.unlock();
-      wait(what, mine.seq, requests, deadline, cancelled);
+      wait(what, requests, deadline, cancelled);
     }
     std::byte* mine_begin = out + first(me) * element;
     const std::byte* my_input = in + first(me) * element;
@@ -279,7 +350,7 @@ class MpiCrossWorker final : public CrossWorker {
       return w == me ? my_input : scratch_.data() + w * my_count * element;
     });
     // All-gather of the reduced chunks, straight into place.
-    Requests requests;
+    Requests requests(data_tag_);
     std::unique_lock<std::mutex> lock(process_.mutex());
     for (int p = 0; p < size_; ++p) {
       if (p == rank_) continue;
@@ -288,15 +359,15 @@ class MpiCrossWorker final : public CrossWorker {
       requests.send(mine_begin, my_count * element, p, data_);
     }
     lock.unlock();
-    wait(what, mine.seq, requests, deadline, cancelled);
+    wait(what, requests, deadline, cancelled);
   }
 
   std::vector<std::vector<std::byte>> all_gather(const char* what, std::span<const std::byte> mine_bytes,
                                                  Clock::time_point deadline, FunctionRef<bool()> cancelled) override {
-    const Header mine{next_seq(what), static_cast<std::uint32_t>(Op::kAllGather), 0, mine_bytes.size(), -1};
+    const Header mine{generation_, next_seq(what), static_cast<std::uint32_t>(Op::kAllGather), 0, mine_bytes.size(), -1};
     const std::vector<Header> all = exchange_headers(what, mine, deadline, cancelled);
     std::vector<std::vector<std::byte>> out(static_cast<std::size_t>(size_));
-    Requests requests;
+    Requests requests(data_tag_);
     std::unique_lock<std::mutex> lock(process_.mutex());
     for (int p = 0; p < size_; ++p) {
       auto& dst = out[static_cast<std::size_t>(p)];
@@ -309,15 +380,15 @@ class MpiCrossWorker final : public CrossWorker {
       requests.send(mine_bytes.data(), mine_bytes.size(), p, data_);
     }
     lock.unlock();
-    wait(what, mine.seq, requests, deadline, cancelled);
+    wait(what, requests, deadline, cancelled);
     return out;
   }
 
   void broadcast(const char* what, void* data, std::size_t bytes, int root, Clock::time_point deadline,
                  FunctionRef<bool()> cancelled) override {
-    const Header mine{next_seq(what), static_cast<std::uint32_t>(Op::kBroadcast), 0, bytes, root};
+    const Header mine{generation_, next_seq(what), static_cast<std::uint32_t>(Op::kBroadcast), 0, bytes, root};
     exchange_headers(what, mine, deadline, cancelled);
-    Requests requests;
+    Requests requests(data_tag_);
     std::unique_lock<std::mutex> lock(process_.mutex());
     if (rank_ == root) {
       for (int p = 0; p < size_; ++p) {
@@ -327,7 +398,7 @@ class MpiCrossWorker final : public CrossWorker {
       requests.recv(data, bytes, root, data_);
     }
     lock.unlock();
-    wait(what, mine.seq, requests, deadline, cancelled);
+    wait(what, requests, deadline, cancelled);
   }
 
   void report_failure(const std::string& message) noexcept override {
@@ -340,7 +411,7 @@ class MpiCrossWorker final : public CrossWorker {
       for (int p = 0; p < size_; ++p) {
         if (p == rank_) continue;
         MPI_Request r = MPI_REQUEST_NULL;
-        MPI_Isend(failure_text_.data(), static_cast<int>(failure_text_.size()), MPI_CHAR, p, kFailureTag, control_,
+        MPI_Isend(failure_text_.data(), static_cast<int>(failure_text_.size()), MPI_CHAR, p, failure_tag_, control_,
                   &r);
         sends.push_back(r);
       }
@@ -360,20 +431,148 @@ class MpiCrossWorker final : public CrossWorker {
   }
 
  private:
+  // Start-up, bounded by `deadline`: every worker says hello on the
+  // program's communicator (naming the ones that do not within the
+  // deadline, and checking that all are at the same strategy), then the
+  // strategy's own communicators are duplicated from it.
+  void start(MPI_Comm base, const MultiWorkerOptions& options, Clock::time_point deadline) {
+    const double timeout = options.startup_timeout_seconds;
+    {
+      std::lock_guard<std::mutex> lock(process_.mutex());
+      MPI_Comm_rank(base, &rank_);
+      MPI_Comm_size(base, &size_);
+    }
+    say_hello(base, deadline, timeout);
+    {
+      std::unique_lock<std::mutex> lock(process_.mutex());
+      MPI_Request dups[2] = {MPI_REQUEST_NULL, MPI_REQUEST_NULL};
+      check_mpi(MPI_Comm_idup(base, &data_, &dups[0]), "MPI_Comm_idup");
+      check_mpi(MPI_Comm_idup(base, &control_, &dups[1]), "MPI_Comm_idup");
+      for (;;) {
+        int done = 0;
+        check_mpi(MPI_Testall(2, dups, &done, MPI_STATUSES_IGNORE), "MPI_Testall");
+        if (done != 0) break;
+        if (Clock::now() >= deadline) {
+          keep_communicators_ = true;  // MPI may still complete them
+          break_channel_locked("start-up timed out");
+          throw DeadlineExceededError("MultiWorkerMirroredStrategy start-up on worker " + std::to_string(rank_) +
+                                      ": duplicating the communicator did not complete within " +
+                                      seconds_text(timeout) + " (startup_timeout_seconds in MultiWorkerOptions)");
+        }
+        lock.unlock();
+        std::this_thread::yield();
+        lock.lock();
+      }
+      // Errors come back as codes (and raise exceptions here) instead of
+      // ending the job; a truncated receive is an expected one (see
+      // all_reduce_sum).
+      MPI_Comm_set_errhandler(data_, MPI_ERRORS_RETURN);
+      MPI_Comm_set_errhandler(control_, MPI_ERRORS_RETURN);
+    }
+    ClusterEnvironment environment = read_cluster_environment();
+    if (options.cluster_resolver.has_value()) environment.tf_config = options.cluster_resolver;
+    // The launcher's rank and size describe MPI_COMM_WORLD, not a
+    // communicator of the program's.
+    if (options.mpi_communicator.has_value()) environment.launcher.reset();
+    chief_ = reconcile_cluster(environment, rank_, size_).is_chief;
+  }
+
+  void say_hello(MPI_Comm base, Clock::time_point deadline, double timeout) {
+    if (size_ == 1) return;
+    const auto n = static_cast<std::size_t>(size_);
+    std::vector<std::uint64_t> theirs(n, 0);
+    std::vector<MPI_Request> recvs(n, MPI_REQUEST_NULL), sends(n, MPI_REQUEST_NULL);
+    auto mine = std::make_unique<std::uint64_t>(generation_);  // left to MPI if a send is abandoned
+    std::unique_lock<std::mutex> lock(process_.mutex());
+    for (int p = 0; p < size_; ++p) {
+      if (p == rank_) continue;
+      const auto q = static_cast<std::size_t>(p);
+      check_mpi(MPI_Irecv(&theirs[q], 1, MPI_UINT64_T, p, kHelloTag, base, &recvs[q]), "MPI_Irecv");
+      check_mpi(MPI_Isend(mine.get(), 1, MPI_UINT64_T, p, kHelloTag, base, &sends[q]), "MPI_Isend");
+    }
+    for (;;) {
+      int received = 0, sent = 0;
+      check_mpi(MPI_Testall(size_, recvs.data(), &received, MPI_STATUSES_IGNORE), "MPI_Testall");
+      check_mpi(MPI_Testall(size_, sends.data(), &sent, MPI_STATUSES_IGNORE), "MPI_Testall");
+      if (received != 0 && sent != 0) break;
+      if (Clock::now() >= deadline) {
+        std::vector<int> missing;
+        for (int p = 0; p < size_; ++p) {
+          auto& r = recvs[static_cast<std::size_t>(p)];
+          if (r == MPI_REQUEST_NULL) continue;
+          missing.push_back(p);
+          MPI_Cancel(&r);
+          MPI_Request_free(&r);
+        }
+        for (MPI_Request& r : sends) {
+          if (r != MPI_REQUEST_NULL) MPI_Request_free(&r);
+        }
+        (void)mine.release();
+        break_channel_locked("start-up timed out");
+        throw DeadlineExceededError(
+            "MultiWorkerMirroredStrategy start-up on worker " + std::to_string(rank_) + ": worker(s) " +
+            list(missing) + " did not arrive within " + seconds_text(timeout) +
+            " (not started, slow, or gone; startup_timeout_seconds in MultiWorkerOptions sets the bound)");
+      }
+      lock.unlock();
+      std::this_thread::yield();
+      lock.lock();
+    }
+    for (int p = 0; p < size_; ++p) {
+      const std::uint64_t g = theirs[static_cast<std::size_t>(p)];
+      if (p != rank_ && g != generation_) {
+        break_channel_locked("start-up mismatch");
+        throw FailedPreconditionError(
+            "MultiWorkerMirroredStrategy start-up on worker " + std::to_string(rank_) + ": this is strategy number " +
+            std::to_string(generation_) + " of this worker but number " + std::to_string(g) + " of worker " +
+            std::to_string(p) + "; every worker must create its MultiWorkerMirroredStrategy objects in the same order");
+      }
+    }
+  }
+
+  // The notice that this worker left (the MPI mutex held). Small messages
+  // complete at once (eager); never blocks on a dead peer.
+  void send_leaving_locked() {
+    auto text = std::make_unique<std::string>(
+        "worker " + std::to_string(rank_) +
+        " left: its MultiWorkerMirroredStrategy was destroyed (the program ended or moved on)");
+    std::vector<MPI_Request> sends;
+    for (int p = 0; p < size_; ++p) {
+      if (p == rank_) continue;
+      sends.push_back(MPI_REQUEST_NULL);
+      MPI_Isend(text->data(), static_cast<int>(text->size()), MPI_CHAR, p, failure_tag_, control_, &sends.back());
+    }
+    int done = 0;
+    const auto until = Clock::now() + std::chrono::milliseconds(20);
+    while (done == 0 && Clock::now() < until) {
+      MPI_Testall(static_cast<int>(sends.size()), sends.data(), &done, MPI_STATUSES_IGNORE);
+    }
+    if (done == 0) {
+      // MPI still reads the text: leave it (and the communicators) to MPI.
+      for (MPI_Request& r : sends) {
+        if (r != MPI_REQUEST_NULL) MPI_Request_free(&r);
+      }
+      (void)text.release();
+      keep_communicators_ = true;
+    }
+  }
+
   // Requests of one step and the peer each one talks to (posted with the
   // MPI mutex held).
   struct Requests {
+    explicit Requests(int data_tag) : tag(data_tag) {}
+    int tag;
     std::vector<MPI_Request> requests;
     std::vector<int> peers;
     std::vector<bool> receiving;
     void recv(void* buffer, std::size_t bytes, int peer, MPI_Comm comm) {
       add(peer, true);
-      check_mpi(MPI_Irecv(buffer, static_cast<int>(bytes), MPI_BYTE, peer, kDataTag, comm, &requests.back()),
+      check_mpi(MPI_Irecv(buffer, static_cast<int>(bytes), MPI_BYTE, peer, tag, comm, &requests.back()),
                 "MPI_Irecv");
     }
     void send(const void* buffer, std::size_t bytes, int peer, MPI_Comm comm) {
       add(peer, false);
-      check_mpi(MPI_Isend(buffer, static_cast<int>(bytes), MPI_BYTE, peer, kDataTag, comm, &requests.back()),
+      check_mpi(MPI_Isend(buffer, static_cast<int>(bytes), MPI_BYTE, peer, tag, comm, &requests.back()),
                 "MPI_Isend");
     }
     void add(int peer, bool is_recv) {
@@ -386,10 +585,15 @@ class MpiCrossWorker final : public CrossWorker {
   std::uint64_t next_seq(const char* what) {
     std::lock_guard<std::mutex> lock(process_.mutex());
     if (!kept_report_.empty() && !broken_) {
-      const std::string msg = std::string("cross-worker ") + what + " #" + std::to_string(seq_ + 1) + " on worker " +
+      const std::string msg = std::string("cross-worker ") + what + " on worker " +
                               std::to_string(rank_) + " failed: " + kept_report_;
       break_channel_locked(msg);
       throw UnavailableError(msg);
+    }
+    if (closed_) {
+      throw FailedPreconditionError(std::string("cross-worker ") + what + " on worker " + std::to_string(rank_) +
+                                    ": its MultiWorkerMirroredStrategy was destroyed; a distributed dataset or "
+                                    "variable cannot be used after its strategy");
     }
     if (broken_) {
       throw FailedPreconditionError(std::string("cross-worker ") + what + " on worker " + std::to_string(rank_) +
@@ -406,12 +610,12 @@ class MpiCrossWorker final : public CrossWorker {
     std::vector<Header> all(static_cast<std::size_t>(size_));
     all[static_cast<std::size_t>(rank_)] = mine;
     if (size_ == 1) return all;
-    Requests requests;
+    Requests requests(data_tag_);
     {
       std::lock_guard<std::mutex> lock(process_.mutex());
       post_headers(mine, all, requests);
     }
-    wait(what, mine.seq, requests, deadline, cancelled);
+    wait(what, requests, deadline, cancelled);
     check_headers(what, all);
     return all;
   }
@@ -422,11 +626,11 @@ class MpiCrossWorker final : public CrossWorker {
     for (int p = 0; p < size_; ++p) {
       if (p == rank_) continue;
       requests.add(p, true);
-      check_mpi(MPI_Irecv(&all[static_cast<std::size_t>(p)], sizeof(Header), MPI_BYTE, p, kHeaderTag, data_,
+      check_mpi(MPI_Irecv(&all[static_cast<std::size_t>(p)], sizeof(Header), MPI_BYTE, p, header_tag_, data_,
                           &requests.requests.back()),
                 "MPI_Irecv");
       requests.add(p, false);
-      check_mpi(MPI_Isend(&mine, sizeof(Header), MPI_BYTE, p, kHeaderTag, data_, &requests.requests.back()),
+      check_mpi(MPI_Isend(&mine, sizeof(Header), MPI_BYTE, p, header_tag_, data_, &requests.requests.back()),
                 "MPI_Isend");
     }
   }
@@ -438,9 +642,17 @@ class MpiCrossWorker final : public CrossWorker {
     for (int p = 1; p < size_; ++p) {
       const Header& h = all[static_cast<std::size_t>(p)];
       std::string difference;
-      if (h.seq != h0.seq || h.op != h0.op) {
-        difference = std::string(op_name(h0.op)) + " #" + std::to_string(h0.seq) + " on worker 0 vs " +
-                     op_name(h.op) + " #" + std::to_string(h.seq) + " on worker " + std::to_string(p);
+      if (h.generation != h0.generation) {
+        difference = "MultiWorkerMirroredStrategy number " + std::to_string(h0.generation) + " of worker 0 vs number " +
+                     std::to_string(h.generation) + " of worker " + std::to_string(p);
+      } else if (h.op != h0.op) {
+        difference = std::string(op_name(h0.op)) + " on worker 0 vs " + op_name(h.op) + " on worker " +
+                     std::to_string(p);
+      } else if (h.seq != h0.seq) {
+        // (The workers' counts of cross-worker exchanges, internal ones
+        // included, differ: one skipped or added a call.)
+        difference = std::string(op_name(h0.op)) + " number " + std::to_string(h0.seq) + " on worker 0 vs number " +
+                     std::to_string(h.seq) + " on worker " + std::to_string(p);
       } else if (h.op == static_cast<std::uint32_t>(Op::kAllReduce) && (h.dtype != h0.dtype || h.count != h0.count)) {
         difference = std::to_string(h0.count) + " elements of " +
                      std::string(dtype_name(static_cast<DType>(h0.dtype))) + " on worker 0 vs " +
@@ -462,28 +674,31 @@ class MpiCrossWorker final : public CrossWorker {
   // Polls until every request completed. Raises on a peer's failure report,
   // on cancellation and at the deadline, breaking the channel (the requests
   // still in flight keep their buffers: see the header).
-  void wait(const char* what, std::uint64_t seq, Requests& requests, Clock::time_point deadline,
+  void wait(const char* what, Requests& requests, Clock::time_point deadline,
             FunctionRef<bool()> cancelled) {
     for (unsigned round = 0;; ++round) {
       {
         std::lock_guard<std::mutex> lock(process_.mutex());
         if (test_locked(requests)) return;
         // Failure reports are rare: look every 32 polls (a few microseconds).
-        if ((round % 32) == 31) check_failure_reports_locked(what, seq, requests);
+        if ((round % 32) == 31) check_failure_reports_locked(what, requests);
       }
       if (cancelled()) {
         abandon(requests, std::string("cancelled: a replica of worker ") + std::to_string(rank_) + " failed");
-        throw CancelledError(std::string("cross-worker ") + what + " #" + std::to_string(seq) + " on worker " +
+        throw CancelledError(std::string("cross-worker ") + what + " on worker " +
                              std::to_string(rank_) + " cancelled: a local replica failed");
       }
       if ((round % 64) == 63 && Clock::now() >= deadline) {
+        // Every request tested (not only up to the first pending one), so
+        // that only the workers not heard from are named.
+        if (test_every_locked(requests)) return;
         std::vector<int> waiting;
         for (std::size_t i = 0; i < requests.requests.size(); ++i) {
           if (requests.requests[i] != MPI_REQUEST_NULL && requests.receiving[i]) waiting.push_back(requests.peers[i]);
         }
         std::sort(waiting.begin(), waiting.end());
         waiting.erase(std::unique(waiting.begin(), waiting.end()), waiting.end());
-        const std::string msg = std::string("cross-worker ") + what + " #" + std::to_string(seq) +
+        const std::string msg = std::string("cross-worker ") + what +
                                 " exceeded its deadline on worker " + std::to_string(rank_) +
                                 ": nothing received from worker(s) " + list(waiting) +
                                 " (stopped, stuck or gone; timeout_seconds in CommunicationOptions sets the deadline)";
@@ -496,6 +711,22 @@ class MpiCrossWorker final : public CrossWorker {
         cpu_relax();
       }
     }
+  }
+
+  // True when every request completed; tests every pending one.
+  bool test_every_locked(Requests& requests) {
+    std::lock_guard<std::mutex> lock(process_.mutex());
+    bool all = true;
+    for (MPI_Request& r : requests.requests) {
+      if (r == MPI_REQUEST_NULL) continue;
+      int done = 0;
+      MPI_Status status;
+      const int code = MPI_Test(&r, &done, &status);
+      if (code != MPI_SUCCESS && error_class(code) != MPI_ERR_TRUNCATE) check_mpi(code, "MPI_Test");
+      if (code != MPI_SUCCESS) r = MPI_REQUEST_NULL;
+      all = all && r == MPI_REQUEST_NULL;
+    }
+    return all;
   }
 
   // True when every request completed. Tests them in order up to the first
@@ -519,15 +750,15 @@ class MpiCrossWorker final : public CrossWorker {
   // step's messages all arrive within a short grace (a report can overtake
   // the last data a peer sent before leaving): then the report is kept and
   // raised by the next collective.
-  void check_failure_reports_locked(const char* what, std::uint64_t seq, Requests& requests) {
+  void check_failure_reports_locked(const char* what, Requests& requests) {
     int flag = 0;
     MPI_Status status;
-    MPI_Iprobe(MPI_ANY_SOURCE, kFailureTag, control_, &flag, &status);
+    MPI_Iprobe(MPI_ANY_SOURCE, failure_tag_, control_, &flag, &status);
     if (flag == 0) return;
     int length = 0;
     MPI_Get_count(&status, MPI_CHAR, &length);
     std::string text(static_cast<std::size_t>(std::max(length, 0)), '\0');
-    MPI_Recv(text.data(), length, MPI_CHAR, status.MPI_SOURCE, kFailureTag, control_, MPI_STATUS_IGNORE);
+    MPI_Recv(text.data(), length, MPI_CHAR, status.MPI_SOURCE, failure_tag_, control_, MPI_STATUS_IGNORE);
     const auto grace_end = Clock::now() + std::chrono::milliseconds(10);
     while (Clock::now() < grace_end) {
       if (test_locked(requests)) {
@@ -535,7 +766,7 @@ class MpiCrossWorker final : public CrossWorker {
         return;
       }
     }
-    const std::string msg = std::string("cross-worker ") + what + " #" + std::to_string(seq) + " on worker " +
+    const std::string msg = std::string("cross-worker ") + what + " on worker " +
                             std::to_string(rank_) + " failed: worker " + std::to_string(status.MPI_SOURCE) +
                             " reported a failure (" + text + ")";
     abandon_locked(requests, msg);
@@ -585,6 +816,10 @@ class MpiCrossWorker final : public CrossWorker {
   }
 
   MpiProcess& process_;
+  const std::uint64_t generation_;  // this strategy's number in the process
+  const int header_tag_, data_tag_, failure_tag_;
+  bool closed_ = false;              // its strategy was destroyed
+  bool keep_communicators_ = false;  // MPI may still use them: never freed
   MPI_Comm data_ = MPI_COMM_NULL;
   MPI_Comm control_ = MPI_COMM_NULL;
   int rank_ = 0;
@@ -602,7 +837,15 @@ class MpiCrossWorker final : public CrossWorker {
 }  // namespace
 
 std::shared_ptr<CrossWorker> make_mpi_cross_worker(const MultiWorkerOptions& options) {
-  MpiProcess::get();  // initializes MPI (or checks the program's initialization)
+  const double timeout = options.startup_timeout_seconds;
+  if (!(timeout > 0)) {
+    throw InvalidArgumentError("MultiWorkerOptions: expected startup_timeout_seconds > 0, got " +
+                               std::to_string(timeout));
+  }
+  const Clock::time_point deadline =
+      Clock::now() + std::chrono::duration_cast<Clock::duration>(std::chrono::duration<double>(timeout));
+  // Initializes MPI (or checks the program's initialization).
+  MpiProcess& process = MpiProcess::start(deadline, timeout);
   MPI_Comm base = MPI_COMM_WORLD;
   if (options.mpi_communicator.has_value()) {
     const MPI_Comm* comm = std::any_cast<MPI_Comm>(&options.mpi_communicator);
@@ -613,7 +856,8 @@ std::shared_ptr<CrossWorker> make_mpi_cross_worker(const MultiWorkerOptions& opt
     }
     base = *comm;
   }
-  return std::make_shared<MpiCrossWorker>(base, options);
+  const std::uint64_t generation = process.acquire();
+  return std::make_shared<MpiCrossWorker>(base, options, process, generation, deadline);
 }
 
 }  // namespace distribute::internal
