@@ -102,6 +102,10 @@ void reduce_range_in_place(std::span<T* const> ios, std::size_t begin, std::size
   }
 }
 
+void before_allocation(int replica, const char* what) {
+  if (auto* hook = g_collective_allocation_hook.load(std::memory_order_relaxed)) hook(replica, what);
+}
+
 const char* kind_name(int kind) {
   switch (kind) {
     case 1: return "all_reduce";
@@ -144,6 +148,7 @@ void CollectiveGroup::reset() {
   }
   std::lock_guard<std::mutex> lock(abort_mutex_);
   abort_reason_.clear();
+  abort_error_ = nullptr;
   abort_replica_ = -1;
   abort_is_deadline_ = false;
   aborted_.store(false);
@@ -161,11 +166,18 @@ void CollectiveGroup::abort(int replica, std::exception_ptr reason) noexcept {
     } catch (...) {
     }
     abort_is_deadline_ = deadline;
+    abort_error_ = reason;
     abort_replica_ = replica;
     abort_reason_ = deadline ? what_of(reason) : "replica " + std::to_string(replica) + " failed: " + what_of(reason);
     aborted_.store(true);
   }
   progress_.notify_add(1);
+}
+
+std::exception_ptr CollectiveGroup::abort_cause(int* replica) const {
+  std::lock_guard<std::mutex> lock(abort_mutex_);
+  if (replica != nullptr) *replica = abort_replica_;
+  return abort_error_;
 }
 
 void CollectiveGroup::finish(int replica) noexcept {
@@ -302,6 +314,16 @@ void CollectiveGroup::cross_workers(int replica, std::uint64_t seq, const char* 
   }
   slot(0).crossed.store(seq);
   progress_.notify_if_sleeping();
+}
+
+void CollectiveGroup::abort_unless_shared(int replica, std::exception_ptr error) noexcept {
+  try {
+    std::rethrow_exception(error);
+  } catch (const WorkersMismatchError&) {
+    return;  // every local replica raises it (cross_workers)
+  } catch (...) {
+  }
+  abort(replica, std::move(error));
 }
 
 void CollectiveGroup::check_matching(std::uint64_t seq, const char* what) const {
@@ -476,6 +498,7 @@ std::vector<Tensor>& CollectiveGroup::reduce(int replica, ReduceOp op, std::span
         for (const Pack& p : plan) {
           if (!p.buffered) continue;
           void* data = nullptr;
+          before_allocation(replica, "all_reduce");
           d.packs.push_back(buffers_.allocate(values[p.first].dtype(), {p.shared}, &data));
         }
       }
@@ -530,6 +553,7 @@ std::vector<Tensor>& CollectiveGroup::reduce(int replica, ReduceOp op, std::span
           // Each replica reduces every tensor of the pack into its own buffer.
           for (std::size_t t = pack.first; t < pack.last; ++t) {
             void* data = nullptr;
+            before_allocation(replica, "all_reduce");
             results.push_back(mine.small_buffers.allocate(dtype, values[t].shape(), &data));
             gather_inputs(t, 0);
             reduce_range<T>(static_cast<T*>(data), ins, 0, static_cast<std::size_t>(values[t].num_elements()), mean);
@@ -627,6 +651,7 @@ std::vector<Tensor>& CollectiveGroup::reduce(int replica, ReduceOp op, std::span
         if (in_place[t] != 0) Tensor gone = std::move(handed[t]);
       }
     }
+    abort_unless_shared(replica, std::current_exception());
     throw;
   }
   if (any_in_place) {
@@ -649,53 +674,59 @@ std::vector<Tensor> CollectiveGroup::all_gather(int replica, const std::vector<T
     d.inputs.assign(values.begin(), values.end());
   });
   meet(replica, seq, "all_gather", deadline);
-  // Replica 0 allocates the outputs once all shapes are known and announces
-  // them through its `ready` word; the others wait for that, then everyone
-  // copies its own part.
-  if (replica == 0) {
-    Descriptor& d0 = slot(0).desc[seq & 1];
-    for (std::size_t i = 0; i < values.size(); ++i) {
-      Shape shape = values[i].shape();
-      std::int64_t along = 0;
-      for (int q = 0; q < n_; ++q) along += desc(q, seq).inputs[i].dim(axis);
-      shape[static_cast<std::size_t>(axis)] = along;
-      void* data = nullptr;
-      d0.outputs.push_back(buffers_.allocate(values[i].dtype(), shape, &data));
-    }
-    slot(0).ready.store(seq);
-    progress_.notify_if_sleeping();
-  } else {
-    wait(replica, seq, "all_gather", deadline, Phase::kFinish, [&] { return slot(0).ready.load() >= seq; });
-  }
-  const std::vector<Tensor>& outputs = desc(0, seq).outputs;
-  for (std::size_t i = 0; i < values.size(); ++i) {
-    const Tensor& mine = values[i];
-    const Tensor& out = outputs[i];
-    std::int64_t before = 0;
-    for (int q = 0; q < replica; ++q) before += desc(q, seq).inputs[i].dim(axis);
-    std::size_t outer = 1, inner = dtype_size(mine.dtype());
-    for (int k = 0; k < axis; ++k) outer *= static_cast<std::size_t>(mine.dim(k));
-    for (int k = axis + 1; k < mine.rank(); ++k) inner *= static_cast<std::size_t>(mine.dim(k));
-    const auto rows = static_cast<std::size_t>(mine.dim(axis));
-    const auto total = static_cast<std::size_t>(out.dim(axis));
-    auto* dst = const_cast<std::byte*>(out.bytes().data());
-    const std::byte* src = mine.bytes().data();
-    for (std::size_t o = 0; o < outer && rows > 0; ++o) {
-      std::memcpy(dst + (o * total + static_cast<std::size_t>(before)) * inner, src + o * rows * inner, rows * inner);
-    }
-  }
-  mark_done(replica, seq);
-  wait_all_done(replica, seq, "all_gather", deadline);
-  if (cross_ != nullptr) {
-    cross_workers(replica, seq, "all_gather", deadline, [&] {
+  try {
+    // Replica 0 allocates the outputs once all shapes are known and announces
+    // them through its `ready` word; the others wait for that, then everyone
+    // copies its own part.
+    if (replica == 0) {
       Descriptor& d0 = slot(0).desc[seq & 1];
-      const std::string label = "all_gather #" + std::to_string(seq);
-      for (Tensor& out : d0.outputs) {
-        out = gather_over_workers(*cross_, label.c_str(), out, axis, deadline, [this] { return aborted_.load(); });
+      for (std::size_t i = 0; i < values.size(); ++i) {
+        Shape shape = values[i].shape();
+        std::int64_t along = 0;
+        for (int q = 0; q < n_; ++q) along += desc(q, seq).inputs[i].dim(axis);
+        shape[static_cast<std::size_t>(axis)] = along;
+        void* data = nullptr;
+        before_allocation(replica, "all_gather");
+        d0.outputs.push_back(buffers_.allocate(values[i].dtype(), shape, &data));
       }
-    });
+      slot(0).ready.store(seq);
+      progress_.notify_if_sleeping();
+    } else {
+      wait(replica, seq, "all_gather", deadline, Phase::kFinish, [&] { return slot(0).ready.load() >= seq; });
+    }
+    const std::vector<Tensor>& outputs = desc(0, seq).outputs;
+    for (std::size_t i = 0; i < values.size(); ++i) {
+      const Tensor& mine = values[i];
+      const Tensor& out = outputs[i];
+      std::int64_t before = 0;
+      for (int q = 0; q < replica; ++q) before += desc(q, seq).inputs[i].dim(axis);
+      std::size_t outer = 1, inner = dtype_size(mine.dtype());
+      for (int k = 0; k < axis; ++k) outer *= static_cast<std::size_t>(mine.dim(k));
+      for (int k = axis + 1; k < mine.rank(); ++k) inner *= static_cast<std::size_t>(mine.dim(k));
+      const auto rows = static_cast<std::size_t>(mine.dim(axis));
+      const auto total = static_cast<std::size_t>(out.dim(axis));
+      auto* dst = const_cast<std::byte*>(out.bytes().data());
+      const std::byte* src = mine.bytes().data();
+      for (std::size_t o = 0; o < outer && rows > 0; ++o) {
+        std::memcpy(dst + (o * total + static_cast<std::size_t>(before)) * inner, src + o * rows * inner, rows * inner);
+      }
+    }
+    mark_done(replica, seq);
+    wait_all_done(replica, seq, "all_gather", deadline);
+    if (cross_ != nullptr) {
+      cross_workers(replica, seq, "all_gather", deadline, [&] {
+        Descriptor& d0 = slot(0).desc[seq & 1];
+        const std::string label = "all_gather #" + std::to_string(seq);
+        for (Tensor& out : d0.outputs) {
+          out = gather_over_workers(*cross_, label.c_str(), out, axis, deadline, [this] { return aborted_.load(); });
+        }
+      });
+    }
+    return outputs;
+  } catch (...) {
+    abort_unless_shared(replica, std::current_exception());
+    throw;
   }
-  return outputs;
 }
 
 std::shared_ptr<void> CollectiveGroup::merge_call(

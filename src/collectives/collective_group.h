@@ -92,6 +92,12 @@ namespace distribute::internal {
 
 using Clock = std::chrono::steady_clock;
 
+// Test-only fault injection: when set, called with the replica and the
+// collective ("all_reduce", "all_gather") just before each allocation of a
+// collective's output buffers, after the replicas met; a test makes it
+// throw to stand for an allocation failure. Unset (nullptr) in programs.
+inline std::atomic<void (*)(int replica, const char* what)> g_collective_allocation_hook{nullptr};
+
 class CollectiveGroup {
  public:
   // Packs smaller than this are reduced by every replica on its own.
@@ -110,8 +116,15 @@ class CollectiveGroup {
   // collective): clears sequence numbers, finished marks and any abort.
   void reset();
   // Makes every pending and future wait of this run raise CancelledError
-  // naming `replica` and `reason` (the first abort wins).
+  // naming `replica` and `reason` (the first abort wins). Every exception
+  // that escapes a collective after the replicas met aborts the group
+  // (except a mismatch, which every replica raises itself), so that a
+  // replica function that catches it and goes on cannot leave the others
+  // waiting.
   void abort(int replica, std::exception_ptr reason) noexcept;
+  // The first abort's reason and replica since the last reset (nullptr when
+  // none): the root cause of the run's failures, which run() rethrows.
+  std::exception_ptr abort_cause(int* replica) const;
   // Replica `replica` returned from its function.
   void finish(int replica) noexcept;
 
@@ -233,6 +246,9 @@ class CollectiveGroup {
   void cross_workers(int replica, std::uint64_t seq, const char* what, Clock::time_point deadline,
                      FunctionRef<void()> combine);
   void check_matching(std::uint64_t seq, const char* what) const;
+  // Aborts the group with `error`, escaping a collective after the meet,
+  // unless every replica raises it anyway (WorkersMismatchError).
+  void abort_unless_shared(int replica, std::exception_ptr error) noexcept;
   // Both all_reduce forms; `handed` is `values` made mutable, or empty.
   std::vector<Tensor>& reduce(int replica, ReduceOp op, std::span<const Tensor> values, std::span<Tensor> handed,
                               std::int64_t bytes_per_pack, Clock::time_point deadline);
@@ -248,6 +264,7 @@ class CollectiveGroup {
   std::atomic<bool> aborted_{false};
   mutable std::mutex abort_mutex_;
   std::string abort_reason_;  // guarded by abort_mutex_
+  std::exception_ptr abort_error_;  // guarded by abort_mutex_
   int abort_replica_ = -1;    // guarded by abort_mutex_
   bool abort_is_deadline_ = false;
 };

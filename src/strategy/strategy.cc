@@ -11,8 +11,10 @@
 namespace distribute {
 namespace {
 
-// Keeps the first failure of a run (in time: the root cause, whatever the
-// other replicas raised afterwards).
+// Keeps the root cause of a run's failures: the reason of the collective
+// group's first abort when there was one (every CancelledError of a
+// released replica follows from it, even when that replica recorded its
+// error first), else the first failure recorded.
 class FirstFailure {
  public:
   void record(int replica, std::exception_ptr error) {
@@ -21,6 +23,18 @@ class FirstFailure {
       error_ = std::move(error);
       replica_ = replica;
     }
+  }
+
+  // The group's first abort, if any, is the root cause: it replaces what
+  // was recorded (also when the failing replica caught its exception and
+  // returned normally).
+  void prefer_abort_cause(const internal::CollectiveGroup& group) {
+    int replica = -1;
+    std::exception_ptr cause = group.abort_cause(&replica);
+    if (cause == nullptr) return;
+    std::lock_guard<std::mutex> lock(mutex_);
+    error_ = std::move(cause);
+    replica_ = replica;
   }
 
   // Rethrows the recorded failure, its type preserved; a distribute::Error
@@ -197,6 +211,7 @@ void Strategy::run_replicas(internal::FunctionRef<void(int)> body) {
     internal::pop_mode();
   };
   pool_->run(task, [this] { collectives_->reset(); });
+  failure.prefer_abort_cause(*collectives_);
   failure.rethrow_if_any();
 }
 
