@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # The main job: installs what is missing, builds the release preset and
-# trains the digits classifier data-parallel on every local core with
+# trains the digits classifier data-parallel on every usable core with
 # distribute-train (arguments are passed on: try --help).
 set -euo pipefail
 cd "$(dirname "$0")/.."

@@ -3,7 +3,8 @@
 # tests in the release and AddressSanitizer+UBSan presets (with the
 # multi-worker tests under mpirun) and the ThreadSanitizer preset, builds the
 # library without MPI,
-# checks that the installed CMake package works in another project, and runs
+# checks that the installed CMake package and pkg-config file work in another
+# project, and runs
 # the example. Fails on the first failure.
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -31,6 +32,12 @@ cmake --install build/release --prefix "$prefix" >/dev/null
 cmake -S tests/consumer -B build/install-check/consumer -G Ninja -DCMAKE_PREFIX_PATH="$prefix" >/dev/null
 cmake --build build/install-check/consumer
 build/install-check/consumer/consumer
+# The same program without CMake, as the README says: g++ and pkg-config
+# (distribute.pc; a plain --libs must link the static library).
+pc_flags=$(PKG_CONFIG_PATH="$prefix/lib/pkgconfig" pkg-config --print-errors --cflags --libs distribute)
+read -ra pc_flags <<<"$pc_flags"
+g++ -std=c++20 tests/consumer/main.cc -o build/install-check/consumer-pkg-config "${pc_flags[@]}"
+build/install-check/consumer-pkg-config
 
 step "example prints the seed examples"
 build/release/examples/distributed_values | tee build/example.out

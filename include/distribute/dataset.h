@@ -91,8 +91,9 @@ class Dataset {
   // Splits each element along axis 0 into its rows (the inverse of batch).
   Dataset unbatch() const;
   // Applies fn to every element. With num_parallel_calls > 1 (or kAutotune:
-  // one per hardware thread) up to that many calls run at once on background
-  // threads; the output order is the input order.
+  // one per CPU this process may use, usable_cpu_count()) up to that many
+  // calls run at once on background threads; the output order is the input
+  // order.
   Dataset map(std::function<Element(const Element&)> fn, std::int64_t num_parallel_calls = 1) const;
   // Keeps the elements for which predicate returns true.
   Dataset filter(std::function<bool(const Element&)> predicate) const;

@@ -11,13 +11,26 @@
 
 namespace distribute {
 
+// The CPUs this process may use: the CPUs of the calling thread's affinity
+// mask (taskset, numactl, mpirun's binding, a container's cpuset), lowered to
+// ceil(quota / period) when a cgroup CPU quota applies to the process (cgroup
+// v2 cpu.max, v1 cpu.cfs_quota_us / cpu.cfs_period_us, at its own cgroup or
+// any parent: `docker run --cpus`, Kubernetes CPU limits). At least 1. Unlike
+// std::thread::hardware_concurrency(), which counts the machine's CPUs, it
+// sees a container limited to 2 CPUs of a 64-core host as 2. The quota is
+// read once per process, the mask on every call.
+int usable_cpu_count();
+
 // N replicas in this process, one per local device, each run on its own
 // thread. Devices are logical: more replicas than cores work (the replicas
 // then share the cores). Replica threads wait for work by spinning briefly,
 // then sleeping, so idle replicas use no CPU.
 class MirroredStrategy : public Strategy {
  public:
-  // One replica per hardware thread ("CPU:0" ... "CPU:<n-1>").
+  // One replica per CPU this process may use: n = usable_cpu_count() (the
+  // affinity mask, capped by a cgroup CPU quota; not the machine's
+  // hardware_concurrency()), devices "CPU:0" ... "CPU:<n-1>". Under
+  // `taskset -c 0` that is one replica.
   MirroredStrategy();
   // One replica per listed device, in order: "CPU:0", "/device:CPU:1",
   // "/job:localhost/replica:0/task:0/device:CPU:2", ... Raises

@@ -7,6 +7,7 @@
 #include "collectives/cross_worker_ops.h"
 #include "core/dtype_dispatch.h"
 #include "distribute/errors.h"
+#include "runtime/cpu_count.h"
 
 namespace distribute::internal {
 namespace {

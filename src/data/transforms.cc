@@ -13,6 +13,7 @@
 #include "data/dataset_node.h"
 #include "data/prefetcher.h"
 #include "distribute/errors.h"
+#include "runtime/cpu_count.h"
 
 namespace distribute {
 namespace internal {
@@ -448,8 +449,6 @@ class PrefetchNode final : public UnaryNode {
   std::size_t depth_;
 };
 
-std::size_t hardware_threads() { return std::max(1u, std::thread::hardware_concurrency()); }
-
 }  // namespace
 }  // namespace internal
 
@@ -459,7 +458,7 @@ Dataset Dataset::map(std::function<Element(const Element&)> fn, std::int64_t num
     throw InvalidArgumentError("Dataset::map: expected num_parallel_calls >= 1 or kAutotune, got " +
                                std::to_string(num_parallel_calls));
   }
-  const std::size_t parallelism = num_parallel_calls == kAutotune ? internal::hardware_threads()
+  const std::size_t parallelism = num_parallel_calls == kAutotune ? static_cast<std::size_t>(internal::usable_cores())
                                                                   : static_cast<std::size_t>(num_parallel_calls);
   return Dataset(std::make_shared<internal::MapNode>(*this, std::move(fn), parallelism));
 }

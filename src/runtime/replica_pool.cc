@@ -4,6 +4,8 @@
 
 #include <algorithm>
 
+#include "runtime/cpu_count.h"
+
 namespace distribute::internal {
 
 ReplicaPool::ReplicaPool(int num_replicas, const std::string& name_prefix) : num_replicas_(num_replicas) {

@@ -15,7 +15,6 @@
 #pragma once
 
 #include <linux/futex.h>
-#include <sched.h>
 #include <sys/syscall.h>
 #include <unistd.h>
 
@@ -40,20 +39,6 @@ inline void cpu_relax() {
 #elif defined(__aarch64__)
   asm volatile("yield");
 #endif
-}
-
-// Cores this process may run on: its CPU affinity mask (taskset, mpirun
-// binding, a container's cpuset), else std::thread::hardware_concurrency().
-// Whether waiting replicas may spin depends on it. (A CPU quota without a
-// cpuset, cgroup cpu.max, is not seen.)
-inline unsigned usable_cores() noexcept {
-  cpu_set_t set;
-  CPU_ZERO(&set);
-  if (sched_getaffinity(0, sizeof(set), &set) == 0) {
-    const int count = CPU_COUNT(&set);
-    if (count > 0) return static_cast<unsigned>(count);
-  }
-  return std::max(1u, std::thread::hardware_concurrency());
 }
 
 struct SpinPolicy {

@@ -1,7 +1,9 @@
 #include "distribute/strategies.h"
 
 #include <algorithm>
-#include <thread>
+#include <limits>
+
+#include "runtime/cpu_count.h"
 
 namespace distribute {
 namespace {
@@ -14,7 +16,7 @@ std::vector<DeviceSpec> parse_devices(const std::vector<std::string>& names) {
 }
 
 std::vector<DeviceSpec> all_local_cpus() {
-  const int n = static_cast<int>(std::max(1u, std::thread::hardware_concurrency()));
+  const int n = usable_cpu_count();
   std::vector<DeviceSpec> devices;
   for (int i = 0; i < n; ++i) devices.push_back({"CPU", i});
   return devices;
@@ -26,6 +28,10 @@ class DefaultStrategy final : public Strategy {
 };
 
 }  // namespace
+
+int usable_cpu_count() {
+  return static_cast<int>(std::min<unsigned>(internal::usable_cores(), std::numeric_limits<int>::max()));
+}
 
 MirroredStrategy::MirroredStrategy() : Strategy(Kind::kMirrored, all_local_cpus()) {}
 

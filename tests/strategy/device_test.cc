@@ -3,8 +3,12 @@
 
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
+#include <pthread.h>
+#include <sched.h>
 
 #include <algorithm>
+#include <cstddef>
+#include <cstdlib>
 #include <string>
 #include <thread>
 #include <vector>
@@ -148,12 +152,53 @@ TEST(MirroredStrategyDevices, KeepsListedOrderAndCanonicalizes) {
   EXPECT_EQ(s.devices()[2], (DeviceSpec{"CPU", 3}));
 }
 
-TEST(MirroredStrategyDevices, DefaultHasOneReplicaPerHardwareThread) {
+TEST(MirroredStrategyDevices, DefaultHasOneReplicaPerUsableCpu) {
   MirroredStrategy s;
-  const int n = static_cast<int>(std::max(1u, std::thread::hardware_concurrency()));
+  const int n = usable_cpu_count();
+  EXPECT_GE(n, 1);
+  EXPECT_LE(n, static_cast<int>(std::max(1u, std::thread::hardware_concurrency())));
   EXPECT_EQ(s.num_replicas_in_sync(), n);
   ASSERT_EQ(static_cast<int>(s.devices().size()), n);
   for (int i = 0; i < n; ++i) EXPECT_EQ(s.devices()[static_cast<std::size_t>(i)], (DeviceSpec{"CPU", i}));
+}
+
+TEST(MirroredStrategyDevices, DefaultOnAThreadPinnedToOneCpuHasOneReplica) {
+  // The mask is the calling thread's: as under taskset -c N, or an mpirun
+  // rank bound to one core.
+  cpu_set_t mine;
+  CPU_ZERO(&mine);
+  ASSERT_EQ(sched_getaffinity(0, sizeof(mine), &mine), 0);
+  constexpr std::size_t kNone = CPU_SETSIZE;
+  std::size_t first = kNone;
+  for (std::size_t c = 0; c < kNone && first == kNone; ++c) {
+    if (CPU_ISSET(c, &mine)) first = c;
+  }
+  ASSERT_NE(first, kNone);
+  int replicas = 0;
+  int count = 0;
+  std::thread pinned([&] {
+    cpu_set_t one;
+    CPU_ZERO(&one);
+    CPU_SET(first, &one);
+    ASSERT_EQ(pthread_setaffinity_np(pthread_self(), sizeof(one), &one), 0);
+    count = usable_cpu_count();
+    MirroredStrategy s;
+    replicas = s.num_replicas_in_sync();
+  });
+  pinned.join();
+  EXPECT_EQ(count, 1);
+  EXPECT_EQ(replicas, 1);
+}
+
+// Run by CTest under `taskset -c 0` with DISTRIBUTE_EXPECTED_CPUS=1 (see
+// tests/CMakeLists.txt); skipped when run without it.
+TEST(MirroredStrategyDevices, DefaultMatchesTheLauncher) {
+  const char* expected = std::getenv("DISTRIBUTE_EXPECTED_CPUS");
+  if (expected == nullptr) GTEST_SKIP() << "DISTRIBUTE_EXPECTED_CPUS is not set";
+  const int n = std::stoi(expected);
+  EXPECT_EQ(usable_cpu_count(), n);
+  MirroredStrategy s;
+  EXPECT_EQ(s.num_replicas_in_sync(), n);
 }
 
 TEST(OneDeviceStrategyDevices, AcceptsOneCpu) {

@@ -1,14 +1,13 @@
 // distribute-train: data-parallel training of an MLP on the handwritten
 // digits with tf.distribute's programming model (see trainer.h).
 #include <CLI/CLI.hpp>
-#include <algorithm>
 #include <cstdint>
 #include <exception>
 #include <iostream>
 #include <string>
-#include <thread>
 #include <vector>
 
+#include "distribute/strategies.h"
 #include "progress.h"
 #include "trainer.h"
 
@@ -19,14 +18,16 @@ int main(int argc, char** argv) {
                "distribute-train"};
   train::TrainConfig config;
   config.log = &std::cout;
-  // MirroredStrategy over every local core unless told otherwise.
-  config.replicas = static_cast<int>(std::max(1u, std::thread::hardware_concurrency()));
+  // MirroredStrategy over every CPU this process may use (the affinity mask,
+  // capped by a cgroup CPU quota) unless told otherwise.
+  config.replicas = distribute::usable_cpu_count();
   std::string strategy = "mirrored";
   std::string optimizer = "sgd";
   double learning_rate = 0;
   app.add_option("--strategy", strategy, "default | one_device | mirrored | multi_worker")->capture_default_str();
   app.add_option("--replicas,--threads", config.replicas,
-                 "replicas of this process, one thread each (default: one per core; 1 for default and one_device)")
+                 "replicas of this process, one thread each (default: one per usable CPU, affinity mask and cgroup "
+                 "quota; 1 for default and one_device)")
       ->capture_default_str();
   app.add_option("--epochs", config.epochs, "epochs to train (in total, counting restored ones)")
       ->capture_default_str();

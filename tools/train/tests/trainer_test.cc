@@ -5,6 +5,7 @@
 
 #include <fcntl.h>
 #include <gtest/gtest.h>
+#include <sched.h>
 #include <signal.h>
 #include <spawn.h>
 #include <sys/wait.h>
@@ -12,10 +13,13 @@
 
 #include <array>
 #include <chrono>
+#include <cstddef>
 #include <cstdio>
+#include <cstdlib>
 #include <filesystem>
 #include <fstream>
 #include <map>
+#include <optional>
 #include <sstream>
 #include <string>
 #include <thread>
@@ -256,8 +260,9 @@ struct Output {
   std::string text;  // stdout and stderr
 };
 
-Output run_program(const std::string& args) {
-  const std::string command = std::string(DISTRIBUTE_TRAIN_PATH) + " " + args + " 2>&1";
+// Runs `launcher` (e.g. "taskset -c 0", or empty) with the program and `args`.
+Output run_program_under(const std::string& launcher, const std::string& args) {
+  const std::string command = launcher + (launcher.empty() ? "" : " ") + DISTRIBUTE_TRAIN_PATH + " " + args + " 2>&1";
   FILE* pipe = ::popen(command.c_str(), "r");
   if (pipe == nullptr) return {-1, "popen failed"};
   std::string text;
@@ -266,6 +271,46 @@ Output run_program(const std::string& args) {
   while ((n = std::fread(buffer.data(), 1, buffer.size(), pipe)) > 0) text.append(buffer.data(), n);
   const int status = ::pclose(pipe);
   return {WIFEXITED(status) ? WEXITSTATUS(status) : -1, text};
+}
+
+Output run_program(const std::string& args) { return run_program_under("", args); }
+
+// The default of --replicas as --help prints it ("--replicas,--threads INT=2").
+std::optional<int> default_replicas(const std::string& help) {
+  const std::string key = "--replicas,--threads INT=";
+  const auto at = help.find(key);
+  if (at == std::string::npos) return std::nullopt;
+  return std::atoi(help.c_str() + at + key.size());
+}
+
+// The first CPU of this process's affinity mask.
+int first_usable_cpu() {
+  cpu_set_t set;
+  CPU_ZERO(&set);
+  if (sched_getaffinity(0, sizeof(set), &set) != 0) return 0;
+  for (int c = 0; c < CPU_SETSIZE; ++c) {
+    if (CPU_ISSET(static_cast<std::size_t>(c), &set)) return c;
+  }
+  return 0;
+}
+
+TEST(DistributeTrainProgramTest, DefaultReplicasAreTheUsableCpus) {
+  const Output out = run_program("--help");
+  ASSERT_EQ(out.status, 0) << out.text;
+  EXPECT_EQ(default_replicas(out.text), usable_cpu_count()) << out.text;
+}
+
+// Under taskset -c N (or in a container with a one-CPU quota) the default is
+// one replica, not one per core of the machine; and it trains with it.
+TEST(DistributeTrainProgramTest, DefaultReplicasUnderTasksetIsOne) {
+  if (std::system("command -v taskset >/dev/null 2>&1") != 0) GTEST_SKIP() << "no taskset";
+  const std::string launcher = "taskset -c " + std::to_string(first_usable_cpu());
+  const Output help = run_program_under(launcher, "--help");
+  ASSERT_EQ(help.status, 0) << help.text;
+  EXPECT_EQ(default_replicas(help.text), 1) << help.text;
+  const Output trained = run_program_under(launcher, "--epochs 1");
+  ASSERT_EQ(trained.status, 0) << trained.text;
+  EXPECT_NE(trained.text.find("test accuracy "), std::string::npos) << trained.text;
 }
 
 TEST(DistributeTrainProgramTest, BadInputGivesOneLineAndNonZeroExit) {
