@@ -27,7 +27,7 @@ int main() {
     std::cout << "1. " << distributed_values << "\n";
 
     // 2. Returned by run.
-    auto replica_ids = strategy.run([] { return dist::get_replica_context()->replica_id_in_sync_group(); });
+    auto replica_ids = strategy.run([] { return dist::current_replica_context().replica_id_in_sync_group(); });
     std::cout << "2. " << replica_ids << "\n";
 
     // 3. As input into run.

@@ -164,6 +164,7 @@ class DistributedDataset {
   InputOptions options_;
   // Set by a multi-worker strategy: the workers agree on every step.
   std::shared_ptr<internal::WorkerAgreement> agreement_;
+  std::uint64_t origin_ = 0;  // the strategy's id: its steps' origin()
 };
 
 // TF's regrouped form of a step: one PerReplica per component (for a

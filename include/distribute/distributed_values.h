@@ -17,6 +17,7 @@
 #pragma once
 
 #include <cstddef>
+#include <cstdint>
 #include <ostream>
 #include <sstream>
 #include <string>
@@ -28,6 +29,14 @@
 #include "distribute/errors.h"
 
 namespace distribute {
+
+namespace internal {
+// Marks values produced by a strategy (its run, its distributed datasets):
+// the strategy's id (Strategy::id(), never reused in a process).
+struct ProducedBy {
+  std::uint64_t strategy_id = 0;
+};
+}  // namespace internal
 
 template <class T>
 class DistributedValues {
@@ -42,6 +51,15 @@ class DistributedValues {
       throw InvalidArgumentError("DistributedValues: expected one value per replica (at least one), got none");
     }
   }
+  // Values produced by a strategy (library use): they remember it, and
+  // another strategy's run, reduce or gather rejects them.
+  DistributedValues(std::vector<T> values, internal::ProducedBy by) : DistributedValues(std::move(values)) {
+    origin_ = by.strategy_id;
+  }
+
+  // The id of the strategy that produced these values (Strategy::id()), or
+  // 0 for values built by hand, which any strategy of their size accepts.
+  std::uint64_t origin() const noexcept { return origin_; }
 
   // The values in replica order.
   const std::vector<T>& values() const noexcept { return values_; }
@@ -62,10 +80,12 @@ class DistributedValues {
   auto begin() const noexcept { return values_.begin(); }
   auto end() const noexcept { return values_.end(); }
 
+  // Equal values (wherever they came from).
   friend bool operator==(const DistributedValues& a, const DistributedValues& b) { return a.values_ == b.values_; }
 
  protected:
   std::vector<T> values_;
+  std::uint64_t origin_ = 0;
 };
 
 template <class T>

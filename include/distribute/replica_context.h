@@ -161,8 +161,15 @@ class ReplicaContext {
 
 // The current replica context: the running replica's inside Strategy::run,
 // the default replica context in the default state, nullptr in cross-replica
-// context (inside a scope).
+// context (inside a scope), as TF's returns None there.
 ReplicaContext* get_replica_context();
+
+// The same as a reference, the form to reach for first:
+// current_replica_context().all_reduce(...) inside strategy.run. Raises
+// FailedPreconditionError ("not in a replica context: call this inside
+// strategy.run") in cross-replica context, where get_replica_context()
+// returns nullptr.
+ReplicaContext& current_replica_context();
 
 // True inside a strategy's scope() (and not inside a replica function).
 bool in_cross_replica_context();

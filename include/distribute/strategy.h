@@ -95,6 +95,9 @@ class Strategy {
   bool is_default() const noexcept { return kind_ == Kind::kDefault; }
   // "MirroredStrategy(CPU:0, CPU:1)", "OneDeviceStrategy(CPU:0)", "DefaultStrategy".
   std::string to_string() const;
+  // This strategy's number in the process (1, 2, ...; never reused): the
+  // origin() of the values it produces.
+  std::uint64_t id() const noexcept { return id_; }
 
   // Makes this strategy current on this thread until the guard is destroyed.
   StrategyScope scope() { return StrategyScope(*this); }
@@ -120,7 +123,10 @@ class Strategy {
   // of this or another (non-default) strategy or inside another strategy's
   // scope (as in TF, any strategy's run may be called inside the default
   // strategy's replica function), and InvalidArgumentError when a
-  // PerReplica/Mirrored argument does not have one value per replica.
+  // PerReplica/Mirrored argument does not have one value per replica or was
+  // produced by another strategy (the result of its run, a step of its
+  // distributed dataset; values built by hand from a vector are accepted by
+  // any strategy of their size).
   template <class F, class... Args>
   auto run(F&& fn, const Args&... args);
 
@@ -229,10 +235,17 @@ class Strategy {
 
   template <class T>
   void check_run_argument(const T& arg, std::size_t index) const {
-    if constexpr (is_distributed_values_v<T>) check_replica_count(arg.values().size(), index);
+    if constexpr (is_distributed_values_v<T>) {
+      check_replica_count(arg.values().size(), index);
+      check_origin(arg.origin(), "Strategy::run: argument " + std::to_string(index));
+    }
   }
+  // InvalidArgumentError naming both strategies unless `origin` is 0 (built
+  // by hand) or this strategy's id.
+  void check_origin(std::uint64_t origin, const std::string& what) const;
 
   Kind kind_;
+  std::uint64_t id_;
   std::vector<DeviceSpec> devices_;
   std::vector<std::unique_ptr<ReplicaContext>> replica_contexts_;
   CommunicationOptions communication_options_;
@@ -277,7 +290,7 @@ auto Strategy::run(F&& fn, const Args&... args) {
     std::vector<Value> values;
     values.reserve(results.size());
     for (auto& result : results) values.push_back(std::move(*result));
-    return PerReplica<Value>(std::move(values));
+    return PerReplica<Value>(std::move(values), internal::ProducedBy{id_});
   }
 }
 

@@ -26,7 +26,10 @@
 //     SUM (so the aggregated read is x) and x otherwise; assign_add and
 //     assign_sub raise for SUM.
 // Elsewhere (no scope, the default or a one-device strategy) a Variable is an
-// ordinary single value.
+// ordinary single value. It may be read anywhere, but not updated inside a
+// replica function of a strategy with more than one replica (the replicas
+// would race on it): that raises FailedPreconditionError naming the
+// variable, the strategy and the fix (create it in strategy.scope()).
 //
 // A Variable is a handle: copies share the same state. Reads and updates of
 // replica r's component from replica r's thread may run concurrently with

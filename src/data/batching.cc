@@ -163,6 +163,10 @@ class BatchNode final : public UnaryNode {
   }
   BatchNode(Dataset input, std::int64_t batch_size, bool drop_remainder)
       : UnaryNode(std::move(input)), batch_size_(batch_size), drop_remainder_(drop_remainder) {}
+  std::optional<int> static_min_rank() const override {
+    const std::optional<int> rank = input_.node()->static_min_rank();
+    return rank.has_value() ? std::optional<int>(*rank + 1) : std::nullopt;
+  }
 
   std::unique_ptr<ElementIterator> make_iterator() const override {
     class It final : public ElementIterator {
@@ -201,6 +205,10 @@ class UnbatchNode final : public UnaryNode {
     return copy_with_input<UnbatchNode>(std::move(input));
   }
   explicit UnbatchNode(Dataset input) : UnaryNode(std::move(input)) {}
+  std::optional<int> static_min_rank() const override {
+    const std::optional<int> rank = input_.node()->static_min_rank();
+    return rank.has_value() ? std::optional<int>(std::max(*rank - 1, 0)) : std::nullopt;
+  }
   std::unique_ptr<ElementIterator> make_iterator() const override {
     class It final : public ElementIterator {
      public:

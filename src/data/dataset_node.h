@@ -57,6 +57,10 @@ class DatasetNode {
   // TF's compute_batch_size: the batch size, when the pipeline ends in a
   // known batch; nullopt otherwise.
   virtual std::optional<std::int64_t> static_batch_size() const { return std::nullopt; }
+  // The smallest rank among an element's components, when known without
+  // iterating (0: some component is a scalar, so elements cannot be split
+  // into per-replica batches); nullopt when unknown (map, generators, CSV).
+  virtual std::optional<int> static_min_rank() const { return std::nullopt; }
   virtual std::string describe() const = 0;
 
   // The pipeline as a chain, for rewrites (file sharding): the dataset this
@@ -75,6 +79,7 @@ class UnaryNode : public DatasetNode {
  public:
   explicit UnaryNode(Dataset input) : input_(std::move(input)) {}
   std::optional<std::int64_t> static_batch_size() const override { return input_.static_batch_size(); }
+  std::optional<int> static_min_rank() const override { return input_.node()->static_min_rank(); }
   const Dataset* input() const override { return &input_; }
 
  protected:

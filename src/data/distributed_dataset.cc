@@ -30,7 +30,8 @@ namespace internal {
 // Builds steps of N elements from the per-replica stream.
 class StepSource {
  public:
-  StepSource(Dataset::Iterator stream, int num_replicas) : stream_(std::move(stream)), num_replicas_(num_replicas) {}
+  StepSource(Dataset::Iterator stream, int num_replicas, std::uint64_t origin)
+      : stream_(std::move(stream)), num_replicas_(num_replicas), origin_(origin) {}
 
   std::optional<PerReplica<Element>> next() {
     // pending_ persists across calls: an exception from the pipeline loses
@@ -45,7 +46,7 @@ class StepSource {
     }
     if (pending_.empty()) return std::nullopt;
     while (static_cast<int>(pending_.size()) < num_replicas_) pending_.push_back(empty_like(pending_.front()));
-    PerReplica<Element> step(std::move(pending_));
+    PerReplica<Element> step(std::move(pending_), ProducedBy{origin_});
     pending_.clear();
     return step;
   }
@@ -53,6 +54,7 @@ class StepSource {
  private:
   Dataset::Iterator stream_;
   int num_replicas_;
+  std::uint64_t origin_;  // the strategy's id
   std::vector<Element> pending_;
   bool ended_ = false;
 };
@@ -108,6 +110,21 @@ class SplitNode final : public UnaryNode {
  private:
   int pieces_;
 };
+
+// TF raises when an unbatched dataset is distributed (its rebatch needs
+// elements of rank >= 1), not at the first step: so does this, on every
+// worker alike (each decides from its own pipeline, without messages).
+// Pipelines whose rank is known only when iterated (map, generators) are
+// still checked at their first element (SplitNode).
+void require_batched(const Dataset& dataset, int num_replicas) {
+  if (num_replicas <= 1 || dataset.static_batch_size().has_value()) return;
+  if (dataset.node()->static_min_rank() != std::optional<int>(0)) return;
+  throw InvalidArgumentError("experimental_distribute_dataset: expected a batched dataset (elements of rank >= 1, "
+                             "split along their first dimension across the " + std::to_string(num_replicas) +
+                             " replicas), got scalar elements from " + dataset.describe() + "; call the batch "
+                             "method on the dataset with the global batch size first, e.g. dataset.batch(" +
+                             std::to_string(num_replicas * 8) + ")");
+}
 
 void require_outside_replica_function(const char* method) {
   const ThreadMode* mode = current_mode();
@@ -224,7 +241,8 @@ DistributedDataset::DistributedDataset(Dataset per_replica, int num_replicas, In
 }
 
 DistributedIterator DistributedDataset::make_iterator() const {
-  return DistributedIterator(std::make_unique<internal::StepSource>(per_replica_.make_iterator(), num_replicas_),
+  return DistributedIterator(
+      std::make_unique<internal::StepSource>(per_replica_.make_iterator(), num_replicas_, origin_),
                              options_.experimental_per_replica_buffer_size, agreement_);
 }
 
@@ -242,13 +260,18 @@ std::vector<PerReplica<Tensor>> regroup(const PerReplica<Element>& step) {
 }
 
 DistributedDataset Strategy::experimental_distribute_dataset(const Dataset& dataset, const InputOptions& options) {
-  const int n = num_replicas_in_sync();
-  if (num_workers() > 1) return distribute_across_workers(dataset, options);
-  if (n == 1) return DistributedDataset(dataset, 1, options);
-  if (std::optional<std::int64_t> global = dataset.static_batch_size()) {
-    return DistributedDataset(dataset.rebatch(batch_sizes_for_worker(*global, 1, n, 0)), n, options);
-  }
-  return DistributedDataset(Dataset(std::make_shared<internal::SplitNode>(dataset, n)), n, options);
+  internal::require_batched(dataset, num_replicas_in_sync());
+  DistributedDataset out = [&] {
+    const int n = num_replicas_in_sync();
+    if (num_workers() > 1) return distribute_across_workers(dataset, options);
+    if (n == 1) return DistributedDataset(dataset, 1, options);
+    if (std::optional<std::int64_t> global = dataset.static_batch_size()) {
+      return DistributedDataset(dataset.rebatch(batch_sizes_for_worker(*global, 1, n, 0)), n, options);
+    }
+    return DistributedDataset(Dataset(std::make_shared<internal::SplitNode>(dataset, n)), n, options);
+  }();
+  out.origin_ = id_;
+  return out;
 }
 
 DistributedDataset Strategy::distribute_across_workers(const Dataset& dataset, const InputOptions& options) {
@@ -293,7 +316,8 @@ DistributedDataset Strategy::distribute_across_workers(const Dataset& dataset, c
     throw InternalError("experimental_distribute_dataset: unknown AutoShardPolicy");
   }();
   DistributedDataset out(per_worker, r, options);
-  out.agreement_ = std::make_shared<internal::WorkerAgreement>(cross_worker_, *communication_options_.timeout_seconds, r);
+  out.agreement_ =
+      std::make_shared<internal::WorkerAgreement>(cross_worker_, *communication_options_.timeout_seconds, r, id_);
   return out;
 }
 
@@ -309,14 +333,16 @@ DistributedDataset Strategy::distribute_datasets_from_function(
       kind_ == Kind::kMirrored || kind_ == Kind::kMultiWorker ? InputContext(num_workers(), worker_index(), n)
                                                               : InputContext();
   DistributedDataset out(dataset_fn(context), num_local_replicas(), options);
+  out.origin_ = id_;
   if (num_workers() > 1) {
     out.agreement_ = std::make_shared<internal::WorkerAgreement>(cross_worker_, *communication_options_.timeout_seconds,
-                                                                 num_local_replicas());
+                                                                 num_local_replicas(), id_);
   }
   return out;
 }
 
 Tensor Strategy::reduce(ReduceOp op, const PerReplica<Element>& value, std::optional<int> axis) {
+  check_origin(value.origin(), "Strategy::reduce");
   std::vector<Tensor> tensors;
   tensors.reserve(value.values().size());
   for (const Element& e : value) {

@@ -14,6 +14,11 @@ class TensorSlicesNode final : public DatasetNode {
  public:
   TensorSlicesNode(std::vector<Tensor> components, bool is_tuple)
       : components_(std::move(components)), is_tuple_(is_tuple) {}
+  std::optional<int> static_min_rank() const override {
+    int rank = components_.front().rank();
+    for (const Tensor& c : components_) rank = std::min(rank, c.rank());
+    return std::max(rank - 1, 0);
+  }
 
   std::unique_ptr<ElementIterator> make_iterator() const override {
     class It final : public ElementIterator {
@@ -108,6 +113,11 @@ class CsvFilesNode final : public DatasetNode {
 class TensorsNode final : public DatasetNode {
  public:
   explicit TensorsNode(Element element) : element_(std::move(element)) {}
+  std::optional<int> static_min_rank() const override {
+    int rank = element_.components().front().rank();
+    for (const Tensor& c : element_.components()) rank = std::min(rank, c.rank());
+    return rank;
+  }
   std::unique_ptr<ElementIterator> make_iterator() const override {
     class It final : public ElementIterator {
      public:
@@ -133,6 +143,7 @@ class TensorsNode final : public DatasetNode {
 class RangeNode final : public DatasetNode {
  public:
   RangeNode(std::int64_t start, std::int64_t stop, std::int64_t step) : start_(start), stop_(stop), step_(step) {}
+  std::optional<int> static_min_rank() const override { return 0; }
   std::unique_ptr<ElementIterator> make_iterator() const override {
     class It final : public ElementIterator {
      public:

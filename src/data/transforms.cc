@@ -159,6 +159,7 @@ class MapNode final : public UnaryNode {
   }
   MapNode(Dataset input, MapFn fn, std::size_t parallelism)
       : UnaryNode(std::move(input)), fn_(std::make_shared<const MapFn>(std::move(fn))), parallelism_(parallelism) {}
+  std::optional<int> static_min_rank() const override { return std::nullopt; }  // whatever fn returns
   std::unique_ptr<ElementIterator> make_iterator() const override {
     if (parallelism_ <= 1) return std::make_unique<MapIt>(iterate(input_), fn_);
     return std::make_unique<ParallelMapIt>(iterate(input_), fn_, parallelism_);

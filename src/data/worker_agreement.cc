@@ -50,8 +50,12 @@ Element decode_empty(const std::vector<std::byte>& bytes) {
 
 }  // namespace
 
-WorkerAgreement::WorkerAgreement(std::shared_ptr<CrossWorker> cross, double timeout_seconds, int num_local_replicas)
-    : cross_(std::move(cross)), timeout_seconds_(timeout_seconds), num_local_replicas_(num_local_replicas) {}
+WorkerAgreement::WorkerAgreement(std::shared_ptr<CrossWorker> cross, double timeout_seconds, int num_local_replicas,
+                                 std::uint64_t origin)
+    : cross_(std::move(cross)),
+      timeout_seconds_(timeout_seconds),
+      num_local_replicas_(num_local_replicas),
+      origin_(origin) {}
 
 std::optional<PerReplica<Element>> WorkerAgreement::settle(std::optional<PerReplica<Element>> local) {
   const auto deadline = CrossWorker::Clock::now() + std::chrono::duration_cast<CrossWorker::Clock::duration>(
@@ -64,7 +68,8 @@ std::optional<PerReplica<Element>> WorkerAgreement::settle(std::optional<PerRepl
     std::memcpy(&has, other.data(), sizeof(has));
     if (has == 0) continue;
     // Another worker still has data: this one's replicas get empty batches.
-    return PerReplica<Element>(std::vector<Element>(static_cast<std::size_t>(num_local_replicas_), decode_empty(other)));
+    return PerReplica<Element>(std::vector<Element>(static_cast<std::size_t>(num_local_replicas_), decode_empty(other)),
+                               ProducedBy{origin_});
   }
   return std::nullopt;
 }

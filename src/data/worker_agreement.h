@@ -16,7 +16,9 @@ namespace distribute::internal {
 
 class WorkerAgreement {
  public:
-  WorkerAgreement(std::shared_ptr<CrossWorker> cross, double timeout_seconds, int num_local_replicas);
+  // `origin`: the strategy's id, for the steps made here.
+  WorkerAgreement(std::shared_ptr<CrossWorker> cross, double timeout_seconds, int num_local_replicas,
+                  std::uint64_t origin);
 
   // This worker's next step (nullopt: its data ended) -> the agreed step.
   // A collective: every worker calls it once per step.
@@ -26,6 +28,7 @@ class WorkerAgreement {
   std::shared_ptr<CrossWorker> cross_;
   double timeout_seconds_;
   int num_local_replicas_;
+  std::uint64_t origin_;
 };
 
 }  // namespace distribute::internal

@@ -3,6 +3,7 @@
 #include <cassert>
 #include <vector>
 
+#include "distribute/errors.h"
 #include "distribute/replica_context.h"
 #include "distribute/strategies.h"
 #include "distribute/strategy.h"
@@ -41,6 +42,16 @@ ReplicaContext* get_replica_context() {
   const internal::ThreadMode* top = internal::current_mode();
   if (top == nullptr) return &get_default_strategy().replica_context(0);
   return top->replica;
+}
+
+ReplicaContext& current_replica_context() {
+  ReplicaContext* context = get_replica_context();
+  if (context == nullptr) {
+    throw FailedPreconditionError("not in a replica context: call this inside strategy.run (this thread is in the "
+                                  "cross-replica context of " + get_strategy().to_string() +
+                                  ", e.g. inside strategy.scope() or a merge_call function)");
+  }
+  return *context;
 }
 
 bool in_cross_replica_context() {

@@ -75,6 +75,7 @@ Tensor reduce_values(ReduceOp op, const std::vector<Tensor>& values, std::option
 
 Tensor Strategy::reduce(ReduceOp op, const PerReplica<Tensor>& value, std::optional<int> axis) {
   require_cross_replica_or_default_context("reduce");
+  check_origin(value.origin(), call_name(op));
   if (value.values().size() != devices_.size()) {
     throw InvalidArgumentError(call_name(op) + ": expected a PerReplica with one value per replica (" +
                                std::to_string(devices_.size()) + " for " + to_string() + "), got " +

@@ -138,6 +138,7 @@ std::shared_ptr<void> ReplicaContext::merge_call_erased(
 
 Tensor Strategy::gather(const PerReplica<Tensor>& value, int axis) {
   require_cross_replica_or_default_context("gather");
+  check_origin(value.origin(), "Strategy::gather");
   const int a = internal::normalize_gather_axis(value.values()[0], axis, "Strategy::gather");
   return gather_over_workers(internal::concat_along_axis(value.values(), a, "Strategy::gather", "replica"), a);
 }

@@ -1,6 +1,8 @@
 #include "distribute/strategy.h"
 
+#include <atomic>
 #include <exception>
+#include <map>
 #include <mutex>
 
 #include "collectives/collective_group.h"
@@ -14,7 +16,8 @@ namespace {
 // Keeps the root cause of a run's failures: the reason of the collective
 // group's first abort when there was one (every CancelledError of a
 // released replica follows from it, even when that replica recorded its
-// error first), else the first failure recorded.
+// error first), else the first failure recorded. Nothing when no replica's
+// function raised.
 class FirstFailure {
  public:
   void record(int replica, std::exception_ptr error) {
@@ -25,14 +28,16 @@ class FirstFailure {
     }
   }
 
-  // The group's first abort, if any, is the root cause: it replaces what
-  // was recorded (also when the failing replica caught its exception and
-  // returned normally).
+  // When a replica's function raised, the group's first abort, if any, is
+  // the root cause: it replaces what was recorded (also when the replica
+  // that caused it caught its exception and returned normally). When every
+  // replica handled its errors, run() returns normally.
   void prefer_abort_cause(const internal::CollectiveGroup& group) {
     int replica = -1;
     std::exception_ptr cause = group.abort_cause(&replica);
     if (cause == nullptr) return;
     std::lock_guard<std::mutex> lock(mutex_);
+    if (error_ == nullptr) return;
     error_ = std::move(cause);
     replica_ = replica;
   }
@@ -64,6 +69,22 @@ std::string_view kind_name(int kind) {
     case 2: return "MirroredStrategy";
     default: return "MultiWorkerMirroredStrategy";
   }
+}
+
+// Strategies are numbered in the process (ids never reused, so a value of a
+// destroyed strategy is never taken for a new one's); their names are kept
+// for the messages that name them.
+std::uint64_t next_strategy_id() {
+  static std::atomic<std::uint64_t> next{1};
+  return next.fetch_add(1);
+}
+std::mutex& strategy_names_mutex() {
+  static std::mutex mutex;
+  return mutex;
+}
+std::map<std::uint64_t, std::string>& strategy_names() {
+  static std::map<std::uint64_t, std::string> names;  // guarded by strategy_names_mutex()
+  return names;
 }
 
 // "replica 3 failed: <what>" for another worker's error message.
@@ -99,7 +120,11 @@ int ReplicaContext::replica_id_in_sync_group() const noexcept {
 
 Strategy::Strategy(Kind kind, std::vector<DeviceSpec> devices, CommunicationOptions options,
                    std::shared_ptr<internal::CrossWorker> cross_worker)
-    : kind_(kind), devices_(std::move(devices)), communication_options_(options), cross_worker_(std::move(cross_worker)) {
+    : kind_(kind),
+      id_(next_strategy_id()),
+      devices_(std::move(devices)),
+      communication_options_(options),
+      cross_worker_(std::move(cross_worker)) {
   if (cross_worker_ != nullptr) {
     num_workers_ = cross_worker_->num_workers();
     worker_index_ = cross_worker_->worker_index();
@@ -133,9 +158,30 @@ Strategy::Strategy(Kind kind, std::vector<DeviceSpec> devices, CommunicationOpti
   }
   collectives_ = std::make_unique<internal::CollectiveGroup>(num_local_replicas(), cross_worker_.get());
   pool_ = std::make_unique<internal::ReplicaPool>(num_local_replicas(), "replica-");
+  std::lock_guard<std::mutex> lock(strategy_names_mutex());
+  strategy_names()[id_] = to_string();
 }
 
-Strategy::~Strategy() = default;
+Strategy::~Strategy() {
+  std::lock_guard<std::mutex> lock(strategy_names_mutex());
+  auto it = strategy_names().find(id_);
+  if (it != strategy_names().end()) it->second += ", destroyed";
+}
+
+void Strategy::check_origin(std::uint64_t origin, const std::string& what) const {
+  if (origin == 0 || origin == id_) return;
+  std::string other;
+  {
+    std::lock_guard<std::mutex> lock(strategy_names_mutex());
+    auto it = strategy_names().find(origin);
+    other = it != strategy_names().end() ? it->second : "an unknown strategy";
+  }
+  throw InvalidArgumentError(what + ": expected values of this strategy, " + to_string() + " (strategy #" +
+                             std::to_string(id_) + "), got values produced by another one, " + other +
+                             " (strategy #" + std::to_string(origin) + "); a strategy's PerReplica values (the "
+                             "results of its run, the steps of its distributed datasets) belong to it: to move "
+                             "them, build a new PerReplica from experimental_local_results(value)");
+}
 
 std::string Strategy::to_string() const {
   std::string s(kind_name(static_cast<int>(kind_)));

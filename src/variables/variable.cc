@@ -167,6 +167,19 @@ Tensor Variable::update(Update kind, const Tensor& value) {
     return kind == Update::kAssign ? x : kind == Update::kAdd ? old + x : old - x;
   };
   if (s.strategy == nullptr) {
+    // An ordinary variable has one value: the replicas of a strategy with
+    // several would update it at once (TF users' most common mistake is to
+    // create the variable outside strategy.scope()).
+    const internal::ThreadMode* mode = internal::current_mode();
+    if (mode != nullptr && mode->replica != nullptr && mode->replica->strategy().num_replicas_in_sync() > 1) {
+      const Strategy& running = mode->replica->strategy();
+      throw FailedPreconditionError(
+          "Variable " + quoted(s.name) + "::" + method + ": an ordinary variable (created outside any "
+          "strategy.scope()) cannot be updated inside a replica function of " + running.to_string() + " (" +
+          std::to_string(running.num_replicas_in_sync()) + " replicas; replica " +
+          std::to_string(mode->replica->replica_id_in_sync_group()) + " tried): create it in strategy.scope() "
+          "(a MirroredVariable, or ON_READ for metrics), or update it outside strategy.run");
+    }
     s.components[0] = apply(s.components[0], value);
     return s.components[0];
   }

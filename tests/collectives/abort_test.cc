@@ -69,6 +69,7 @@ TEST_F(AllocationFault, CaughtFailureInAllReduceAbortsTheGroup) {
     } catch (const CancelledError& e) {
       if (rid() == 0) message = e.what();
       if (rid() != 1) cancelled.fetch_add(1);
+      throw;
     }
   }), std::bad_alloc);
   EXPECT_EQ(cancelled.load(), 2);
@@ -88,6 +89,7 @@ TEST_F(AllocationFault, SharedOutputAllocationFailureAbortsTheGroup) {
       return;
     } catch (const CancelledError& e) {
       message = e.what();
+      throw;
     }
   }), std::bad_alloc);
   EXPECT_THAT(message, HasSubstr("replica 0 failed"));
@@ -106,6 +108,7 @@ TEST_F(AllocationFault, AllGatherOutputAllocationFailureAbortsTheGroup) {
     } catch (const CancelledError& e) {
       EXPECT_THAT(std::string(e.what()), HasSubstr("replica 0 failed"));
       cancelled.fetch_add(1);
+      throw;
     }
   }), std::bad_alloc);
   EXPECT_EQ(cancelled.load(), 2);

@@ -343,8 +343,14 @@ TEST(DistributedDatasetSplitTest, UnknownBatchSizeSplitsEachElement) {
 
 TEST(DistributedDatasetSplitTest, ScalarElementsCannotBeSplit) {
   auto two = mirrored(2);
+  // Known from the pipeline: raised when the dataset is distributed, as TF
+  // does (tests/strategy/user_mistakes_test.cc has more cases).
+  EXPECT_THAT(message_of<InvalidArgumentError>([&] { two->experimental_distribute_dataset(Dataset::range(4)); }),
+              HasSubstr("call the batch method"));
+  // Known only when iterated (a map's result): raised at the first step.
   const std::string message = message_of<InvalidArgumentError>([&] {
-    DistributedDataset dataset = two->experimental_distribute_dataset(Dataset::range(4));
+    DistributedDataset dataset = two->experimental_distribute_dataset(
+        Dataset::range(4).batch(2).map([](const Element& e) { return Element(e.tensor().sum()); }));
     DistributedIterator it = dataset.make_iterator();
     it.get_next();
   });

@@ -518,7 +518,7 @@ TrainResult train(Strategy& strategy, const TrainConfig& config) {
   // One replica's step (TF's step_fn): its slice of the global batch in,
   // [loss sum, correct, examples] of the slice out.
   auto step_fn = [&](const Element& batch) {
-    ReplicaContext& ctx = *get_replica_context();
+    ReplicaContext& ctx = current_replica_context();
     Pass pass = forward_backward(read_all(params), batch[0], batch[1], loss_scale, /*want_grads=*/true);
     // Each replica's gradient is of its loss sum / GLOBAL batch: their SUM
     // is the gradient of the global batch's mean loss.
