@@ -525,6 +525,19 @@ TEST(MultiWorker, DifferentVariablesOnTheWorkersAreNamed) {
   EXPECT_THAT(msg, HasSubstr("on worker 1"));
 }
 
+// TF raises when an unbatched dataset is distributed; so does every worker
+// here, at the call, with no message exchanged (the channel stays in step:
+// the next collective works).
+TEST(MultiWorker, AnUnbatchedDatasetRaisesWhenDistributedOnEveryWorker) {
+  MultiWorkerMirroredStrategy& s = strategy();
+  const std::string msg =
+      message_of<InvalidArgumentError>([&] { s.experimental_distribute_dataset(Dataset::range(8)); });
+  EXPECT_THAT(msg, HasSubstr("expected a batched dataset"));
+  EXPECT_THAT(msg, HasSubstr("call the batch method"));
+  auto ok = s.run([] { return current_replica_context().all_reduce(ReduceOp::SUM, Tensor{1.f}); });
+  EXPECT_EQ(ok[0], Tensor{static_cast<float>(s.num_replicas_in_sync())});
+}
+
 TEST(MultiWorker, MismatchedShapesAcrossWorkersRaiseOnEveryWorker) {
   MultiWorkerMirroredStrategy& s = strategy();
   const int w = s.worker_index();
