@@ -21,6 +21,7 @@
 #include <variant>
 
 #include "checkpoint/crc32c.h"
+#include "core/element_count.h"
 #include "distribute/errors.h"
 #include "distribute/replica_context.h"
 #include "distribute/strategy.h"
@@ -262,17 +263,29 @@ std::vector<NamedTensor> decode(std::span<const std::byte> file, const std::stri
       throw DataLossError(where + named + " has the unknown dtype code " + std::to_string(code));
     }
     Shape shape;
-    std::uint64_t elements = 1;
     for (const std::uint64_t d : dims) {
-      if (d > static_cast<std::uint64_t>(INT64_MAX) || (d != 0 && elements > UINT64_MAX / d)) {
+      if (d > static_cast<std::uint64_t>(INT64_MAX)) {
         throw DataLossError(where + named + " has an impossible dimension " + std::to_string(d));
       }
-      elements *= d;
       shape.push_back(static_cast<std::int64_t>(d));
     }
-    if (elements > UINT64_MAX / dtype_size(*dtype) || elements * dtype_size(*dtype) != data_length) {
+    // Tensor's own check (core/element_count.h), so that a shape the file
+    // can hold but no tensor can is reported here, with the file and entry.
+    // (No dimension is negative: each is at most INT64_MAX.)
+    using Problem = internal::ElementCount::Problem;
+    const internal::ElementCount shape_count = internal::count_elements(shape, *dtype);
+    if (shape_count.problem == Problem::kTooManyElements) {
+      throw DataLossError(where + named + " has an impossible shape " + shape_string(shape) +
+                          ": expected at most 2^63 - 1 elements, got more in its first " +
+                          std::to_string(shape_count.dimension + 1) + " dimensions");
+    }
+    if (shape_count.problem == Problem::kTooManyBytes) {
+      throw DataLossError(where + named + " has an impossible shape: " + spec_string(*dtype, shape) +
+                          " needs more than 2^63 - 1 bytes of data, the entry has " + std::to_string(data_length));
+    }
+    if (static_cast<std::uint64_t>(shape_count.bytes) != data_length) {
       throw DataLossError(where + named + ": " + spec_string(*dtype, shape) + " needs " +
-                          std::to_string(elements * dtype_size(*dtype)) + " bytes of data, the entry has " +
+                          std::to_string(shape_count.bytes) + " bytes of data, the entry has " +
                           std::to_string(data_length));
     }
     if (!names.insert(name).second) {
