@@ -13,6 +13,7 @@
 #include <cstring>
 #include <exception>
 #include <filesystem>
+#include <limits>
 #include <map>
 #include <set>
 #include <system_error>
@@ -510,6 +511,11 @@ void Checkpoint::track(const std::string& name, std::uint64_t* value) {
   add({name, value});
 }
 
+void Checkpoint::track(const std::string& name, std::int32_t* value) {
+  if (value == nullptr) throw InvalidArgumentError("Checkpoint::track(" + quote_name(name) + "): null pointer");
+  add({name, value});
+}
+
 void Checkpoint::track(const std::string& name, Tensor* tensor) {
   if (tensor == nullptr) throw InvalidArgumentError("Checkpoint::track(" + quote_name(name) + "): null pointer");
   add({name, tensor});
@@ -562,6 +568,8 @@ std::string Checkpoint::save(const std::string& directory) {
             return Tensor(*target);
           } else if constexpr (std::is_same_v<T, std::uint64_t*>) {
             return Tensor(std::bit_cast<std::int64_t>(*target));
+          } else if constexpr (std::is_same_v<T, std::int32_t*>) {
+            return Tensor(static_cast<std::int64_t>(*target));
           } else {
             return *target;
           }
@@ -687,6 +695,14 @@ void Checkpoint::restore(const std::string& path) {
                                    spec_string(restored[i].dtype(), restored[i].shape()) + ", the tracked value has " +
                                    spec_string(dtype, shape));
       }
+      if (std::holds_alternative<std::int32_t*>(entries_[i].target)) {
+        const auto v = restored[i].item<std::int64_t>();
+        if (v < std::numeric_limits<std::int32_t>::min() || v > std::numeric_limits<std::int32_t>::max()) {
+          throw InvalidArgumentError("checkpoint " + path + ": " + quote_name(entries_[i].name) +
+                                     " holds " + std::to_string(v) +
+                                     ", the tracked int32 expects a value in [-2147483648, 2147483647]");
+        }
+      }
     }
   } catch (...) {
     failure = std::current_exception();
@@ -718,6 +734,8 @@ void Checkpoint::restore(const std::string& path) {
             *target = value.item<std::int64_t>();
           } else if constexpr (std::is_same_v<T, std::uint64_t*>) {
             *target = std::bit_cast<std::uint64_t>(value.item<std::int64_t>());
+          } else if constexpr (std::is_same_v<T, std::int32_t*>) {
+            *target = static_cast<std::int32_t>(value.item<std::int64_t>());  // in range: checked above
           } else {
             *target = value;
           }

@@ -146,6 +146,64 @@ TEST_F(CheckpointTest, RoundTripsPlainVariablesScalarsAndTensors) {
   EXPECT_EQ(position, Tensor(std::int64_t{12}));
 }
 
+// An int (int32_t) counter: saved as an int64 scalar like the other
+// counters, so it reads back into any of them and they into it.
+TEST_F(CheckpointTest, Int32CounterRoundTripsAndExchangesWithInt64) {
+  int epoch = -2147483647 - 1;  // the lowest int32: kept exactly
+  std::int32_t batch = 2147483647;
+  Checkpoint ckpt;
+  ckpt.track("epoch", &epoch);
+  ckpt.track("batch", &batch);
+  const std::string saved = ckpt.save(dir_);
+  const auto entries = load_checkpoint(saved);
+  ASSERT_EQ(entries.size(), 2u);
+  EXPECT_EQ(entries[0].second, Tensor(std::int64_t{-2147483648}));
+  EXPECT_EQ(entries[1].second, Tensor(std::int64_t{2147483647}));
+  epoch = 0;
+  batch = 0;
+  ckpt.restore(saved);
+  EXPECT_EQ(epoch, -2147483647 - 1);
+  EXPECT_EQ(batch, 2147483647);
+
+  // Saved from int64_t counters, restored into int32 ones (and back).
+  std::int64_t wide_epoch = 5;
+  std::int64_t wide_batch = -6;
+  Checkpoint wide;
+  wide.track("epoch", &wide_epoch);
+  wide.track("batch", &wide_batch);
+  ckpt.restore(wide.save(dir_));
+  EXPECT_EQ(epoch, 5);
+  EXPECT_EQ(batch, -6);
+  epoch = 70;
+  wide.restore(ckpt.save(dir_));
+  EXPECT_EQ(wide_epoch, 70);
+  EXPECT_EQ(wide_batch, -6);
+}
+
+TEST_F(CheckpointTest, Int32CounterRejectsAValueBeyond32BitsAndChangesNothing) {
+  std::int64_t wide_epoch = 1;
+  std::int64_t wide_batch = std::int64_t{1} << 31;  // one beyond int32
+  Checkpoint wide;
+  wide.track("epoch", &wide_epoch);
+  wide.track("batch", &wide_batch);
+  const std::string saved = wide.save(dir_);
+  int epoch = 7;
+  int batch = 8;
+  Checkpoint ckpt;
+  ckpt.track("epoch", &epoch);
+  ckpt.track("batch", &batch);
+  EXPECT_THAT(message_of<InvalidArgumentError>([&] { ckpt.restore(saved); }),
+              AllOf(HasSubstr("checkpoint " + saved), HasSubstr("'batch' holds 2147483648"),
+                    HasSubstr("int32"), HasSubstr("[-2147483648, 2147483647]")));
+  EXPECT_EQ(epoch, 7);  // nothing changed, not even the entry before
+  EXPECT_EQ(batch, 8);
+  wide_batch = -(std::int64_t{1} << 31) - 1;
+  EXPECT_THAT(message_of<InvalidArgumentError>([&] { ckpt.restore(wide.save(dir_)); }),
+              HasSubstr("'batch' holds -2147483649"));
+  std::int32_t* null = nullptr;
+  EXPECT_THROW(ckpt.track("null", null), InvalidArgumentError);
+}
+
 TEST_F(CheckpointTest, EmptyCheckpointRoundTrips) {
   Checkpoint ckpt;
   const std::string saved = ckpt.save(dir_);
