@@ -34,6 +34,7 @@ packages=(
   libisal-dev                    # ISA-L's CRC32C for checkpoints (src/checkpoint/); linked by consumers too
   libcli11-dev                   # distribute-train's command line (tools/train/); header-only, build-time only
   libcairo2-dev fonts-dejavu-core # distribute-train's --plot PNG (tools/train/plot.cc): cairo + FreeType, DejaVu Sans read at run time
+  clang-14 libclang-rt-14-dev    # fuzz/ (scripts/fuzz.sh): clang++-14 and its libFuzzer, ASan and UBSan runtimes
 )
 if ((bench_peers)); then
   packages+=(python3-torch libopenblas0-openmp)  # bench/run_train_peers.sh: PyTorch on OpenBLAS
