@@ -5,6 +5,7 @@ function(distribute_set_warnings target)
     -Wall -Wextra -Wpedantic -Wconversion -Wsign-conversion -Wshadow
     -Wnon-virtual-dtor -Wold-style-cast -Woverloaded-virtual
     # g++ 12 reports false -Wrestrict overlaps inside std::string's operator+
-    # at -O2 and above (GCC bug 105329).
-    -Wno-restrict)
+    # at -O2 and above (GCC bug 105329); clang has no such warning (and
+    # rejects the option).
+    $<$<CXX_COMPILER_ID:GNU>:-Wno-restrict>)
 endfunction()

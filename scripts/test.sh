@@ -1,8 +1,8 @@
 #!/usr/bin/env bash
 # The whole test suite: installs what is missing, then builds and runs the
 # tests in the release and AddressSanitizer+UBSan presets (with the
-# multi-worker tests under mpirun) and the ThreadSanitizer preset, builds the
-# library without MPI,
+# multi-worker tests under mpirun) and the ThreadSanitizer preset, runs each
+# fuzzer of fuzz/ for a minute, builds the library without MPI,
 # checks that the installed CMake package and pkg-config file work in another
 # project, and runs
 # the example. Fails on the first failure.
@@ -18,6 +18,11 @@ step "release: build and test"
 cmake --preset release >/dev/null
 cmake --build --preset release
 ctest --preset release -j2
+
+# A short run of each reader's fuzzer (checkpoint files, CSV, TF_CONFIG) on
+# its corpus; see the README for a long one.
+step "fuzz: 60 s per fuzzer"
+scripts/fuzz.sh 60
 
 step "without MPI: the library builds and MultiWorkerMirroredStrategy says what is missing"
 cmake -S . -B build/no-mpi -G Ninja -DCMAKE_BUILD_TYPE=Release -DCMAKE_COMPILE_WARNING_AS_ERROR=ON \

@@ -6,7 +6,7 @@
 //
 //   Checkpoint ckpt({.max_to_keep = 3});
 //   ckpt.track("dense0/kernel", kernel);       // a Variable (a handle: the checkpoint shares it)
-//   ckpt.track("step", &step);                 // an int64_t (or uint64_t) the caller owns
+//   ckpt.track("step", &step);                 // an int64_t (uint64_t, int) the caller owns
 //   ckpt.track("rng", &rng_state);             // a Tensor the caller owns
 //   std::string path = ckpt.save("/ckpt");     // "/ckpt/ckpt-1.dckpt"
 //   ...
@@ -47,7 +47,7 @@
 //
 // Thread safety: a Checkpoint is thread-compatible (one caller at a time);
 // save() and restore() must not race with Strategy::run updating the tracked
-// variables, nor with other writes to the tracked int64s and tensors.
+// variables, nor with other writes to the tracked integers and tensors.
 #pragma once
 
 #include <cstdint>
@@ -83,10 +83,14 @@ class Checkpoint {
   // InvalidArgumentError on a repeat). Pointers must stay valid while the
   // Checkpoint is used; a Variable is a handle and is kept.
   void track(const std::string& name, Variable variable);
-  // Saved as an int64 scalar (a uint64_t keeps its bits; both read back
-  // from an int64 scalar entry).
+  // Saved as an int64 scalar (a uint64_t keeps its bits; all three read
+  // back from an int64 scalar entry, so a counter may change between these
+  // types from one run to the next). For an int (int32_t) restore() raises
+  // InvalidArgumentError naming the entry when the saved value does not fit
+  // in 32 bits (e.g. it was saved from an int64_t).
   void track(const std::string& name, std::int64_t* value);
   void track(const std::string& name, std::uint64_t* value);
+  void track(const std::string& name, std::int32_t* value);
   // Saved with its dtype and shape; restore() replaces *tensor with a tensor
   // of the same dtype and shape.
   void track(const std::string& name, Tensor* tensor);
@@ -111,15 +115,16 @@ class Checkpoint {
   //     header), or a malformed entry;
   //   FailedPreconditionError: a format version other than kFormatVersion
   //     (found vs supported), or a call inside a replica function;
-  //   InvalidArgumentError: names in the file that are not tracked, or an
+  //   InvalidArgumentError: names in the file that are not tracked, an
   //     entry whose dtype or shape differs from the tracked value's (both
-  //     named).
+  //     named), or a value beyond the range of a tracked int32_t (naming
+  //     the entry, the value and the range).
   void restore(const std::string& path);
 
  private:
   struct Entry {
     std::string name;
-    std::variant<Variable, std::int64_t*, std::uint64_t*, Tensor*> target;
+    std::variant<Variable, std::int64_t*, std::uint64_t*, std::int32_t*, Tensor*> target;
   };
   void add(Entry entry);
   // The tracked distributed variables' strategy, else get_strategy();
@@ -139,7 +144,8 @@ std::optional<std::string> latest_checkpoint(const std::string& directory);
 // saved, after the checks of restore() (magic, version, length, CRC32Cs),
 // with the same errors; nothing needs to be tracked. Like TF's
 // tf.train.load_checkpoint / list_variables, for inspecting or comparing
-// checkpoints. Scalars saved from int64/uint64 values read as int64 tensors.
+// checkpoints. Scalars saved from int64/uint64/int32 values read as int64
+// tensors.
 std::vector<std::pair<std::string, Tensor>> load_checkpoint(const std::string& path);
 
 }  // namespace distribute

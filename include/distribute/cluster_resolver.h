@@ -131,8 +131,10 @@ class TFConfigClusterResolver {
 // got, e.g.
 //   TF_CONFIG: "task.index": expected an integer in [0, 2) (the number of
 //   "worker" tasks), got 5
-// Stricter than TF in two places: a job's tasks must be a list (TF also
-// accepts an {index: address} object), and "task.type" must be a string.
+// Stricter than TF in three places: a job's tasks must be a list (TF also
+// accepts an {index: address} object), "task.type" must be a string, and a
+// number beyond a double's range anywhere in the text (1e400, which Python's
+// json.loads reads as inf) is an error even in a key that is ignored.
 TFConfigClusterResolver parse_tf_config(std::string_view json);
 
 // The MPI launchers whose rank and size variables read_cluster_environment()

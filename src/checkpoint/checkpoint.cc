@@ -13,6 +13,7 @@
 #include <cstring>
 #include <exception>
 #include <filesystem>
+#include <limits>
 #include <map>
 #include <set>
 #include <system_error>
@@ -21,6 +22,7 @@
 #include <variant>
 
 #include "checkpoint/crc32c.h"
+#include "core/element_count.h"
 #include "distribute/errors.h"
 #include "distribute/replica_context.h"
 #include "distribute/strategy.h"
@@ -262,17 +264,29 @@ std::vector<NamedTensor> decode(std::span<const std::byte> file, const std::stri
       throw DataLossError(where + named + " has the unknown dtype code " + std::to_string(code));
     }
     Shape shape;
-    std::uint64_t elements = 1;
     for (const std::uint64_t d : dims) {
-      if (d > static_cast<std::uint64_t>(INT64_MAX) || (d != 0 && elements > UINT64_MAX / d)) {
+      if (d > static_cast<std::uint64_t>(INT64_MAX)) {
         throw DataLossError(where + named + " has an impossible dimension " + std::to_string(d));
       }
-      elements *= d;
       shape.push_back(static_cast<std::int64_t>(d));
     }
-    if (elements > UINT64_MAX / dtype_size(*dtype) || elements * dtype_size(*dtype) != data_length) {
+    // Tensor's own check (core/element_count.h), so that a shape the file
+    // can hold but no tensor can is reported here, with the file and entry.
+    // (No dimension is negative: each is at most INT64_MAX.)
+    using Problem = internal::ElementCount::Problem;
+    const internal::ElementCount shape_count = internal::count_elements(shape, *dtype);
+    if (shape_count.problem == Problem::kTooManyElements) {
+      throw DataLossError(where + named + " has an impossible shape " + shape_string(shape) +
+                          ": expected at most 2^63 - 1 elements, got more in its first " +
+                          std::to_string(shape_count.dimension + 1) + " dimensions");
+    }
+    if (shape_count.problem == Problem::kTooManyBytes) {
+      throw DataLossError(where + named + " has an impossible shape: " + spec_string(*dtype, shape) +
+                          " needs more than 2^63 - 1 bytes of data, the entry has " + std::to_string(data_length));
+    }
+    if (static_cast<std::uint64_t>(shape_count.bytes) != data_length) {
       throw DataLossError(where + named + ": " + spec_string(*dtype, shape) + " needs " +
-                          std::to_string(elements * dtype_size(*dtype)) + " bytes of data, the entry has " +
+                          std::to_string(shape_count.bytes) + " bytes of data, the entry has " +
                           std::to_string(data_length));
     }
     if (!names.insert(name).second) {
@@ -497,6 +511,11 @@ void Checkpoint::track(const std::string& name, std::uint64_t* value) {
   add({name, value});
 }
 
+void Checkpoint::track(const std::string& name, std::int32_t* value) {
+  if (value == nullptr) throw InvalidArgumentError("Checkpoint::track(" + quote_name(name) + "): null pointer");
+  add({name, value});
+}
+
 void Checkpoint::track(const std::string& name, Tensor* tensor) {
   if (tensor == nullptr) throw InvalidArgumentError("Checkpoint::track(" + quote_name(name) + "): null pointer");
   add({name, tensor});
@@ -549,6 +568,8 @@ std::string Checkpoint::save(const std::string& directory) {
             return Tensor(*target);
           } else if constexpr (std::is_same_v<T, std::uint64_t*>) {
             return Tensor(std::bit_cast<std::int64_t>(*target));
+          } else if constexpr (std::is_same_v<T, std::int32_t*>) {
+            return Tensor(static_cast<std::int64_t>(*target));
           } else {
             return *target;
           }
@@ -674,6 +695,14 @@ void Checkpoint::restore(const std::string& path) {
                                    spec_string(restored[i].dtype(), restored[i].shape()) + ", the tracked value has " +
                                    spec_string(dtype, shape));
       }
+      if (std::holds_alternative<std::int32_t*>(entries_[i].target)) {
+        const auto v = restored[i].item<std::int64_t>();
+        if (v < std::numeric_limits<std::int32_t>::min() || v > std::numeric_limits<std::int32_t>::max()) {
+          throw InvalidArgumentError("checkpoint " + path + ": " + quote_name(entries_[i].name) +
+                                     " holds " + std::to_string(v) +
+                                     ", the tracked int32 expects a value in [-2147483648, 2147483647]");
+        }
+      }
     }
   } catch (...) {
     failure = std::current_exception();
@@ -705,6 +734,8 @@ void Checkpoint::restore(const std::string& path) {
             *target = value.item<std::int64_t>();
           } else if constexpr (std::is_same_v<T, std::uint64_t*>) {
             *target = std::bit_cast<std::uint64_t>(value.item<std::int64_t>());
+          } else if constexpr (std::is_same_v<T, std::int32_t*>) {
+            *target = static_cast<std::int32_t>(value.item<std::int64_t>());  // in range: checked above
           } else {
             *target = value;
           }

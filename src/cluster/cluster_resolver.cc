@@ -181,6 +181,71 @@ std::optional<LauncherRank> read_launcher(const EnvironmentLookup& lookup) {
   return std::nullopt;
 }
 
+// What parse_tf_config() reads; an empty cluster_spec is local mode.
+struct ParsedConfig {
+  ClusterSpec cluster_spec;
+  std::optional<std::string> task_type;
+  std::optional<int> task_id;
+  std::string rpc_layer;
+};
+
+// parse_tf_config's work, on nlohmann::json; its exceptions are left to the
+// caller.
+ParsedConfig parse_config(std::string_view json) {
+  Json config;
+  try {
+    config = Json::parse(json);
+  } catch (const Json::parse_error& e) {
+    throw InvalidArgumentError("TF_CONFIG: expected a JSON object, got " +
+                               std::string(json.empty() ? "an empty string" : "invalid JSON") + " (" + e.what() + ")");
+  } catch (const Json::out_of_range& e) {
+    // nlohmann::json raises this for a number beyond a double's range (1e400).
+    throw InvalidArgumentError("TF_CONFIG: expected a JSON object whose numbers fit in a double, got a number out of "
+                               "range (" + std::string(e.what()) + ")");
+  }
+  if (!config.is_object()) {
+    throw InvalidArgumentError("TF_CONFIG: expected a JSON object at the top level, got " + describe(config));
+  }
+
+  ParsedConfig out;
+  if (const auto it = config.find("rpc_layer"); it != config.end()) {
+    if (!it->is_string()) invalid(kJsonNames, "\"rpc_layer\"", "expected a string, got " + describe(*it));
+    out.rpc_layer = it->get<std::string>();
+  }
+
+  ClusterSpec spec;
+  if (const auto it = config.find("cluster"); it != config.end()) spec = parse_cluster(*it);
+
+  // The task's shape is checked even in local mode, where it is then ignored.
+  std::optional<std::string> task_type;
+  std::optional<std::int64_t> task_index;
+  const auto task = config.find("task");
+  if (task != config.end()) {
+    if (!task->is_object()) {
+      invalid(kJsonNames, "\"task\"", "expected an object with \"type\" and \"index\", got " + describe(*task));
+    }
+    if (const auto type = task->find("type"); type != task->end()) {
+      if (!type->is_string()) invalid(kJsonNames, "\"task.type\"", "expected a string, got " + describe(*type));
+      task_type = type->get<std::string>();
+    }
+    if (const auto index = task->find("index"); index != task->end()) task_index = parse_index(*index);
+  }
+
+  if (spec.empty()) return out;
+  // TF: "When `cluster_spec` is given, you must also specify `task_type` and
+  // `task_id`."
+  const std::string required = "when \"cluster\" is given, the task's type and index must also be given";
+  if (task == config.end()) invalid(kJsonNames, "\"task\"", required + ", got no \"task\"");
+  if (!task_type) invalid(kJsonNames, "\"task.type\"", required + ", got no \"task.type\"");
+  if (!task_index) invalid(kJsonNames, "\"task.index\"", required + ", got no \"task.index\"");
+  validate(spec, *task_type, *task_index, kJsonNames);
+
+  out.cluster_spec = std::move(spec);
+  out.task_type = std::move(task_type);
+  out.task_id = static_cast<int>(*task_index);
+  return out;
+}
+
 }  // namespace
 
 int ClusterSpec::num_tasks(std::string_view job) const {
@@ -235,53 +300,23 @@ std::string TFConfigClusterResolver::collective_leader() const {
 }
 
 TFConfigClusterResolver parse_tf_config(std::string_view json) {
-  Json config;
+  // Every exception of nlohmann::json becomes an InvalidArgumentError.
+  // parse_config() turns the parser's (malformed text, a number out of range)
+  // into messages of their own and otherwise calls only accessors whose type
+  // it checked; this catch is the net for whatever the library raises beyond
+  // that.
+  ParsedConfig parsed;
   try {
-    config = Json::parse(json);
-  } catch (const Json::parse_error& e) {
-    throw InvalidArgumentError("TF_CONFIG: expected a JSON object, got " +
-                               std::string(json.empty() ? "an empty string" : "invalid JSON") + " (" + e.what() + ")");
+    parsed = parse_config(json);
+  } catch (const Json::exception& e) {
+    throw InvalidArgumentError(std::string("TF_CONFIG: expected JSON the parser reads, got its error (") + e.what() +
+                               ")");
   }
-  if (!config.is_object()) {
-    throw InvalidArgumentError("TF_CONFIG: expected a JSON object at the top level, got " + describe(config));
-  }
-
   TFConfigClusterResolver out;
-  if (const auto it = config.find("rpc_layer"); it != config.end()) {
-    if (!it->is_string()) invalid(kJsonNames, "\"rpc_layer\"", "expected a string, got " + describe(*it));
-    out.rpc_layer_ = it->get<std::string>();
-  }
-
-  ClusterSpec spec;
-  if (const auto it = config.find("cluster"); it != config.end()) spec = parse_cluster(*it);
-
-  // The task's shape is checked even in local mode, where it is then ignored.
-  std::optional<std::string> task_type;
-  std::optional<std::int64_t> task_index;
-  const auto task = config.find("task");
-  if (task != config.end()) {
-    if (!task->is_object()) {
-      invalid(kJsonNames, "\"task\"", "expected an object with \"type\" and \"index\", got " + describe(*task));
-    }
-    if (const auto type = task->find("type"); type != task->end()) {
-      if (!type->is_string()) invalid(kJsonNames, "\"task.type\"", "expected a string, got " + describe(*type));
-      task_type = type->get<std::string>();
-    }
-    if (const auto index = task->find("index"); index != task->end()) task_index = parse_index(*index);
-  }
-
-  if (spec.empty()) return out;
-  // TF: "When `cluster_spec` is given, you must also specify `task_type` and
-  // `task_id`."
-  const std::string required = "when \"cluster\" is given, the task's type and index must also be given";
-  if (task == config.end()) invalid(kJsonNames, "\"task\"", required + ", got no \"task\"");
-  if (!task_type) invalid(kJsonNames, "\"task.type\"", required + ", got no \"task.type\"");
-  if (!task_index) invalid(kJsonNames, "\"task.index\"", required + ", got no \"task.index\"");
-  validate(spec, *task_type, *task_index, kJsonNames);
-
-  out.cluster_spec_ = std::move(spec);
-  out.task_type_ = std::move(task_type);
-  out.task_id_ = static_cast<int>(*task_index);
+  out.cluster_spec_ = std::move(parsed.cluster_spec);
+  out.task_type_ = std::move(parsed.task_type);
+  out.task_id_ = parsed.task_id;
+  out.rpc_layer_ = std::move(parsed.rpc_layer);
   return out;
 }
 

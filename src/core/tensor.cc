@@ -13,6 +13,7 @@
 #include <sys/mman.h>
 
 #include "core/dtype_dispatch.h"
+#include "core/element_count.h"
 #include "core/tensor_format.h"
 #include "distribute/errors.h"
 
@@ -50,19 +51,36 @@ std::shared_ptr<const std::byte> allocate_storage(std::size_t bytes) {
                                           [bytes](const std::byte* q) { free_bytes(const_cast<std::byte*>(q), bytes); });
 }
 
-std::int64_t checked_num_elements(const Shape& shape) {
-  std::int64_t n = 1;
-  for (std::size_t i = 0; i < shape.size(); ++i) {
-    if (shape[i] < 0) {
+// count_elements(), raising InvalidArgumentError for a shape no tensor can
+// have; `dtype` is the element type whose bytes must be countable too.
+internal::ElementCount checked_count(const Shape& shape, DType dtype) {
+  using Problem = internal::ElementCount::Problem;
+  const internal::ElementCount count = internal::count_elements(shape, dtype);
+  switch (count.problem) {
+    case Problem::kNone:
+      break;
+    case Problem::kNegativeDimension:
       throw InvalidArgumentError("expected non-negative dimensions, got shape " + shape_string(shape) +
-                                 " (dimension " + std::to_string(i) + " is " + std::to_string(shape[i]) + ")");
-    }
-    if (shape[i] != 0 && n > std::numeric_limits<std::int64_t>::max() / shape[i]) {
-      throw InvalidArgumentError("shape " + shape_string(shape) + " has too many elements");
-    }
-    n *= shape[i];
+                                 " (dimension " + std::to_string(count.dimension) + " is " +
+                                 std::to_string(shape[count.dimension]) + ")");
+    case Problem::kTooManyElements:
+      throw InvalidArgumentError("shape " + shape_string(shape) +
+                                 " has too many elements: expected at most 2^63 - 1, got more in its first " +
+                                 std::to_string(count.dimension + 1) + " dimensions");
+    case Problem::kTooManyBytes:
+      throw InvalidArgumentError("shape " + shape_string(shape) + " dtype " + std::string(dtype_name(dtype)) +
+                                 " has too many elements: expected at most 2^63 - 1 bytes of data, got " +
+                                 std::to_string(count.elements) + " elements of " +
+                                 std::to_string(dtype_size(dtype)) + " bytes");
   }
-  return n;
+  return count;
+}
+
+std::int64_t checked_num_elements(const Shape& shape, DType dtype) { return checked_count(shape, dtype).elements; }
+
+// The bytes of a buffer for `shape` and `dtype`.
+std::size_t checked_num_bytes(const Shape& shape, DType dtype) {
+  return static_cast<std::size_t>(checked_count(shape, dtype).bytes);
 }
 
 std::string describe(const Tensor& t) {
@@ -235,9 +253,36 @@ std::string shape_string(const Shape& shape) {
 
 namespace internal {
 
+ElementCount count_elements(const Shape& shape, DType dtype) {
+  ElementCount out;
+  std::int64_t n = 1;
+  for (std::size_t i = 0; i < shape.size(); ++i) {
+    if (shape[i] < 0) {
+      out.problem = ElementCount::Problem::kNegativeDimension;
+      out.dimension = i;
+      return out;
+    }
+  }
+  for (std::size_t i = 0; i < shape.size(); ++i) {
+    if (shape[i] != 0 && n > std::numeric_limits<std::int64_t>::max() / shape[i]) {
+      out.problem = ElementCount::Problem::kTooManyElements;
+      out.dimension = i;
+      return out;
+    }
+    n *= shape[i];
+  }
+  out.elements = n;
+  const auto size = static_cast<std::int64_t>(dtype_size(dtype));
+  if (n > std::numeric_limits<std::int64_t>::max() / size) {
+    out.problem = ElementCount::Problem::kTooManyBytes;
+    return out;
+  }
+  out.bytes = n * size;
+  return out;
+}
+
 Tensor allocate_tensor(DType dtype, Shape shape, void** data) {
-  const std::int64_t n = checked_num_elements(shape);
-  auto storage = allocate_storage(static_cast<std::size_t>(n) * dtype_size(dtype));
+  auto storage = allocate_storage(checked_num_bytes(shape, dtype));
   *data = const_cast<std::byte*>(storage.get());
   return Tensor(std::move(storage), 0, std::move(shape), dtype);
 }
@@ -264,8 +309,7 @@ BufferPool::~BufferPool() {
 }
 
 Tensor BufferPool::allocate(DType dtype, Shape shape, void** data) {
-  const std::int64_t n = checked_num_elements(shape);
-  const std::size_t bytes = static_cast<std::size_t>(n) * dtype_size(dtype);
+  const std::size_t bytes = checked_num_bytes(shape, dtype);
   if (bytes < state_->min_bytes) return allocate_tensor(dtype, std::move(shape), data);
   std::byte* p = nullptr;
   {
@@ -373,12 +417,13 @@ Tensor::Tensor(std::shared_ptr<const std::byte> storage, std::size_t offset, Sha
     : storage_(std::move(storage)),
       offset_(offset),
       shape_(std::move(shape)),
-      num_elements_(checked_num_elements(shape_)),
+      num_elements_(checked_num_elements(shape_, dtype)),
       dtype_(dtype) {}
 
 Tensor Tensor::from_bytes(DType dtype, Shape shape, const void* data, std::size_t bytes) {
-  const std::int64_t n = checked_num_elements(shape);
-  if (static_cast<std::size_t>(n) * dtype_size(dtype) != bytes) {
+  const internal::ElementCount count = checked_count(shape, dtype);
+  const std::int64_t n = count.elements;
+  if (static_cast<std::size_t>(count.bytes) != bytes) {
     throw InvalidArgumentError("expected " + std::to_string(n) + " values for shape " + shape_string(shape) +
                                ", got " + std::to_string(bytes / dtype_size(dtype)));
   }
@@ -443,7 +488,7 @@ Tensor Tensor::operator[](std::int64_t i) const {
 }
 
 Tensor Tensor::reshape(Shape shape) const {
-  const std::int64_t n = checked_num_elements(shape);
+  const std::int64_t n = checked_num_elements(shape, dtype_);
   if (n != num_elements_) {
     throw InvalidArgumentError("Tensor::reshape: expected a shape of " + std::to_string(num_elements_) +
                                " elements (from " + shape_string(shape_) + "), got " + shape_string(shape));

@@ -146,6 +146,64 @@ TEST_F(CheckpointTest, RoundTripsPlainVariablesScalarsAndTensors) {
   EXPECT_EQ(position, Tensor(std::int64_t{12}));
 }
 
+// An int (int32_t) counter: saved as an int64 scalar like the other
+// counters, so it reads back into any of them and they into it.
+TEST_F(CheckpointTest, Int32CounterRoundTripsAndExchangesWithInt64) {
+  int epoch = -2147483647 - 1;  // the lowest int32: kept exactly
+  std::int32_t batch = 2147483647;
+  Checkpoint ckpt;
+  ckpt.track("epoch", &epoch);
+  ckpt.track("batch", &batch);
+  const std::string saved = ckpt.save(dir_);
+  const auto entries = load_checkpoint(saved);
+  ASSERT_EQ(entries.size(), 2u);
+  EXPECT_EQ(entries[0].second, Tensor(std::int64_t{-2147483648}));
+  EXPECT_EQ(entries[1].second, Tensor(std::int64_t{2147483647}));
+  epoch = 0;
+  batch = 0;
+  ckpt.restore(saved);
+  EXPECT_EQ(epoch, -2147483647 - 1);
+  EXPECT_EQ(batch, 2147483647);
+
+  // Saved from int64_t counters, restored into int32 ones (and back).
+  std::int64_t wide_epoch = 5;
+  std::int64_t wide_batch = -6;
+  Checkpoint wide;
+  wide.track("epoch", &wide_epoch);
+  wide.track("batch", &wide_batch);
+  ckpt.restore(wide.save(dir_));
+  EXPECT_EQ(epoch, 5);
+  EXPECT_EQ(batch, -6);
+  epoch = 70;
+  wide.restore(ckpt.save(dir_));
+  EXPECT_EQ(wide_epoch, 70);
+  EXPECT_EQ(wide_batch, -6);
+}
+
+TEST_F(CheckpointTest, Int32CounterRejectsAValueBeyond32BitsAndChangesNothing) {
+  std::int64_t wide_epoch = 1;
+  std::int64_t wide_batch = std::int64_t{1} << 31;  // one beyond int32
+  Checkpoint wide;
+  wide.track("epoch", &wide_epoch);
+  wide.track("batch", &wide_batch);
+  const std::string saved = wide.save(dir_);
+  int epoch = 7;
+  int batch = 8;
+  Checkpoint ckpt;
+  ckpt.track("epoch", &epoch);
+  ckpt.track("batch", &batch);
+  EXPECT_THAT(message_of<InvalidArgumentError>([&] { ckpt.restore(saved); }),
+              AllOf(HasSubstr("checkpoint " + saved), HasSubstr("'batch' holds 2147483648"),
+                    HasSubstr("int32"), HasSubstr("[-2147483648, 2147483647]")));
+  EXPECT_EQ(epoch, 7);  // nothing changed, not even the entry before
+  EXPECT_EQ(batch, 8);
+  wide_batch = -(std::int64_t{1} << 31) - 1;
+  EXPECT_THAT(message_of<InvalidArgumentError>([&] { ckpt.restore(wide.save(dir_)); }),
+              HasSubstr("'batch' holds -2147483649"));
+  std::int32_t* null = nullptr;
+  EXPECT_THROW(ckpt.track("null", null), InvalidArgumentError);
+}
+
 TEST_F(CheckpointTest, EmptyCheckpointRoundTrips) {
   Checkpoint ckpt;
   const std::string saved = ckpt.save(dir_);
@@ -660,6 +718,89 @@ TEST_F(FailedRestoreTest, MismatchedShapesAndDtypes) {
   Tensor matrix({{1, 2}});
   EXPECT_THAT(restore_bytes<InvalidArgumentError>(file_with(Variable(Tensor({1.f, 2.f, 3.f})), metric, &matrix)),
               AllOf(HasSubstr("'rng'"), HasSubstr("(1, 2)"), HasSubstr("(2,)")));
+}
+
+// ---- Crafted files: valid CRCs around contents no writer produces ----
+
+struct CraftedEntry {
+  std::string name;
+  std::uint32_t dtype;  // the format's code: 0 float32, 1 float64, 2 int32, 3 int64
+  std::vector<std::uint64_t> dims;
+  std::vector<char> data;
+};
+
+void put_le(std::vector<char>& b, std::uint64_t v, int n) {
+  for (int i = 0; i < n; ++i) b.push_back(static_cast<char>((v >> (8 * i)) & 0xFF));
+}
+
+std::uint32_t crc_of(const std::vector<char>& b, std::size_t from, std::size_t to) {
+  return internal::crc32c(std::as_bytes(std::span<const char>(b.data() + from, to - from)));
+}
+
+// A version-1 file of `entries` (docs/checkpoint_format.md) whose length and
+// CRC32Cs are right, whatever the entries hold.
+std::vector<char> crafted_checkpoint(const std::vector<CraftedEntry>& entries) {
+  std::vector<char> b(std::begin("DISTCKPT"), std::end("DISTCKPT") - 1);
+  put_le(b, Checkpoint::kFormatVersion, 4);
+  put_le(b, entries.size(), 4);
+  put_le(b, 0, 8);  // the length, set below
+  put_le(b, 0, 4);  // the header CRC, set below
+  for (const CraftedEntry& e : entries) {
+    const std::size_t start = b.size();
+    put_le(b, e.name.size(), 4);
+    b.insert(b.end(), e.name.begin(), e.name.end());
+    put_le(b, e.dtype, 4);
+    put_le(b, e.dims.size(), 4);
+    for (const std::uint64_t d : e.dims) put_le(b, d, 8);
+    put_le(b, e.data.size(), 8);
+    b.insert(b.end(), e.data.begin(), e.data.end());
+    put_le(b, crc_of(b, start, b.size()), 4);
+  }
+  std::vector<char> length;
+  put_le(length, b.size(), 8);
+  std::copy(length.begin(), length.end(), b.begin() + 16);
+  std::vector<char> crc;
+  put_le(crc, crc_of(b, 0, 24), 4);
+  std::copy(crc.begin(), crc.end(), b.begin() + 24);
+  return b;
+}
+
+TEST_F(CheckpointTest, CraftedFileReads) {
+  const std::string p = path("crafted.dckpt");
+  write_bytes(p, crafted_checkpoint({{"x", 2, {2}, {1, 0, 0, 0, 2, 0, 0, 0}}}));
+  const auto entries = load_checkpoint(p);
+  ASSERT_EQ(entries.size(), 1u);
+  EXPECT_EQ(entries[0].first, "x");
+  EXPECT_EQ(entries[0].second, Tensor({1, 2}));
+}
+
+// A shape whose running product overflows int64 before a 0 makes it empty:
+// the file check and Tensor's are one (core/element_count.h), so this is the
+// checkpoint's DataLossError naming file and entry, not Tensor's
+// InvalidArgumentError (issue 12, item 14).
+TEST_F(CheckpointTest, CraftedShapeWithTooManyElementsIsDataLoss) {
+  const std::string p = path("crafted.dckpt");
+  write_bytes(p, crafted_checkpoint({{"ok", 3, {}, std::vector<char>(8)},
+                                     {"huge", 0, {std::uint64_t{1} << 31, std::uint64_t{1} << 32, 0}, {}}}));
+  std::int64_t ok = 0;
+  Tensor huge;
+  Checkpoint ckpt;
+  ckpt.track("ok", &ok);
+  ckpt.track("huge", &huge);
+  for (const std::string& m : {message_of<DataLossError>([&] { load_checkpoint(p); }),
+                               message_of<DataLossError>([&] { ckpt.restore(p); })}) {
+    EXPECT_THAT(m, AllOf(HasSubstr("checkpoint " + p), HasSubstr("entry 1 ('huge')"),
+                         HasSubstr("impossible shape (2147483648, 4294967296, 0)"),
+                         HasSubstr("at most 2^63 - 1 elements")));
+  }
+  // Elements that fit, bytes that do not: 2^61 float64s.
+  write_bytes(p, crafted_checkpoint({{"big", 1, {std::uint64_t{1} << 61}, {}}}));
+  EXPECT_THAT(message_of<DataLossError>([&] { load_checkpoint(p); }),
+              AllOf(HasSubstr("entry 0 ('big')"), HasSubstr("needs more than 2^63 - 1 bytes")));
+  // A dimension beyond int64.
+  write_bytes(p, crafted_checkpoint({{"neg", 2, {~std::uint64_t{0}}, {}}}));
+  EXPECT_THAT(message_of<DataLossError>([&] { load_checkpoint(p); }),
+              AllOf(HasSubstr("entry 0 ('neg')"), HasSubstr("impossible dimension 18446744073709551615")));
 }
 
 }  // namespace

@@ -239,6 +239,14 @@ std::vector<BadConfig> bad_configs() {
       {"IndexHuge",
        "{" + w + R"(, "task": {"type": "worker", "index": 18446744073709551615}})",
        {"\"task.index\": expected an integer that fits in 64 bits", "18446744073709551615"}},
+      // nlohmann::json raises out_of_range (not parse_error) for a number
+      // beyond a double; it was not caught (issue 12, item 13).
+      {"NumberBeyondADouble",
+       "{" + std::string(R"("cluster": {"worker": ["a:1"]})") + R"(, "task": {"type": "worker", "index": 0}, "x": 1e400})",
+       {"expected a JSON object whose numbers fit in a double", "1e400"}},
+      {"NegativeNumberBeyondADoubleInTheCluster",
+       R"({"cluster": {"worker": [-1e400]}})",
+       {"fit in a double", "-1e400"}},
       // The task's shape is checked even when there is no cluster.
       {"IndexNotIntegerInLocalMode",
        R"({"task": {"type": "worker", "index": "x"}})",
@@ -327,6 +335,12 @@ TEST(ReadClusterEnvironment, InvalidTfConfigIsAnError) {
                 read_cluster_environment(lookup_in({{"TF_CONFIG", R"({"cluster": {"worker": 3}})"}}));
               }),
               HasSubstr("TF_CONFIG: \"cluster.worker\""));
+  // A number beyond a double: nlohmann::json's out_of_range is not let out.
+  EXPECT_THAT(message_of<InvalidArgumentError>([] {
+                read_cluster_environment(lookup_in(
+                    {{"TF_CONFIG", R"({"cluster": {"worker": ["a:1"]}, "task": {"type": "worker", "index": 0}, "x": 1e400})"}}));
+              }),
+              HasSubstr("TF_CONFIG: expected a JSON object whose numbers fit in a double"));
   // Set but empty is not valid JSON (TF's json.loads fails too).
   EXPECT_THAT(message_of<InvalidArgumentError>([] {
                 read_cluster_environment(lookup_in({{"TF_CONFIG", ""}}));

@@ -22,6 +22,7 @@
 namespace distribute {
 namespace {
 
+using ::testing::AllOf;
 using ::testing::ElementsAre;
 using ::testing::HasSubstr;
 using i32 = std::int32_t;
@@ -131,6 +132,19 @@ TEST(TensorConstruct, NegativeDimsError) {
   const std::string msg = testing::message_of<InvalidArgumentError>([] { Tensor(std::vector<float>{1, 2}, {-2, -1}); });
   EXPECT_THAT(msg, HasSubstr("non-negative"));
   EXPECT_THAT(msg, HasSubstr("(-2, -1)"));
+}
+
+// Every running product must fit in int64 (as TF's TensorShape), and so must
+// the bytes: 2^61 float64s used to wrap to a 0-byte buffer.
+TEST(TensorConstruct, TooManyElementsOrBytesError) {
+  EXPECT_THAT(testing::message_of<InvalidArgumentError>(
+                  [] { Tensor::zeros(DType::kFloat32, {i64{1} << 31, i64{1} << 32, 0}); }),
+              AllOf(HasSubstr("shape (2147483648, 4294967296, 0) has too many elements"),
+                    HasSubstr("first 2 dimensions")));
+  EXPECT_THAT(testing::message_of<InvalidArgumentError>([] { Tensor::zeros(DType::kFloat64, {i64{1} << 61}); }),
+              AllOf(HasSubstr("dtype float64 has too many elements"), HasSubstr("2^63 - 1 bytes")));
+  EXPECT_THROW(Tensor::zeros(DType::kInt32, {i64{1} << 62}), InvalidArgumentError);
+  EXPECT_EQ(Tensor::zeros(DType::kInt32, {i64{1} << 62, 0}).num_elements(), 0);
 }
 
 TEST(TensorConstruct, ScalarConstructorAndFactory) {
