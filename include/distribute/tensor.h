@@ -122,6 +122,10 @@ class BufferPool {
   std::shared_ptr<State> state_;
 };
 [[noreturn]] void throw_ragged_rows(std::size_t expected, std::size_t got);
+[[noreturn]] void throw_wrap_size_mismatch(const Shape& shape, std::size_t elements);
+// The element count of `shape` (InvalidArgumentError when a dimension is
+// negative or the count, or its bytes as `dtype`, overflows).
+std::int64_t checked_element_count(const Shape& shape, DType dtype);
 
 // The one exception to Tensor's immutability, for collectives that reduce
 // into a handed-over (donated) tensor. Returns t's bytes, writable, when `t`
@@ -171,6 +175,28 @@ class Tensor {
   // is discarded and the exception propagates.
   template <TensorElement T, class Fill>
   static Tensor generate(Shape shape, Fill&& fill);
+
+  // Zero-copy wrapping of a caller's buffer (a std::vector's, an Eigen
+  // matrix's, a numpy array's, a torch tensor's): `data` holds
+  // num_elements(shape) elements of `dtype`, row-major and contiguous, and
+  // stays valid while `owner` lives; the tensor and every copy or view of it
+  // keep `owner` alive (released when the last one goes, on whichever thread
+  // drops it). O(1) whatever the size; `data` must be aligned for the dtype
+  // (InvalidArgumentError otherwise, and for a null `data` with elements).
+  //
+  // Who may write the buffer: the library never writes it, except when the
+  // tensor is handed to an in-place (donated) all_reduce as the only owner of
+  // its buffer and `writable` is true: then the result is written into the
+  // caller's buffer (as MPI_IN_PLACE does). Otherwise the buffer must not
+  // change while any Tensor of it is alive (the library reads it from any
+  // thread, and Tensors are immutable): the caller may write it again once
+  // every Tensor of it is gone (owner released), or, for a donated
+  // all_reduce, after the call returned.
+  static Tensor wrap(DType dtype, Shape shape, const void* data, std::shared_ptr<const void> owner,
+                     bool writable = false);
+  // A std::vector moved in (no copy): the tensor owns it.
+  template <TensorElement T>
+  static Tensor wrap(std::vector<T>&& values, Shape shape);
 
   DType dtype() const noexcept { return dtype_; }
   const Shape& shape() const noexcept { return shape_; }
@@ -231,6 +257,7 @@ class Tensor {
   Shape shape_;
   std::int64_t num_elements_ = 1;
   DType dtype_ = DType::kFloat32;
+  bool read_only_ = false;  // wraps a caller's buffer the library must never write
 };
 
 std::ostream& operator<<(std::ostream& os, const Tensor& t);
@@ -318,6 +345,16 @@ Tensor Tensor::generate(Shape shape, Fill&& fill) {
   Tensor t = internal::allocate_tensor(dtype_of_v<T>, std::move(shape), &data);
   std::forward<Fill>(fill)(std::span<T>(static_cast<T*>(data), static_cast<std::size_t>(t.num_elements())));
   return t;
+}
+
+template <TensorElement T>
+Tensor Tensor::wrap(std::vector<T>&& values, Shape shape) {
+  auto owned = std::make_shared<std::vector<T>>(std::move(values));
+  const T* data = owned->data();
+  if (static_cast<std::size_t>(internal::checked_element_count(shape, dtype_of_v<T>)) != owned->size()) {
+    internal::throw_wrap_size_mismatch(shape, owned->size());
+  }
+  return wrap(dtype_of_v<T>, std::move(shape), data, std::move(owned), /*writable=*/true);
 }
 
 template <TensorElement T>

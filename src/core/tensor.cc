@@ -348,7 +348,7 @@ std::byte* exclusive_bytes(const Tensor& t) noexcept {
   // so its increment is visible here), and nobody can take a new one (no
   // other thread may copy `t`; no weak_ptr to a Tensor buffer exists). A
   // stale value errs on the safe side: 2 or more means "not exclusive".
-  if (t.storage_ == nullptr || t.storage_.use_count() != 1) return nullptr;
+  if (t.storage_ == nullptr || t.read_only_ || t.storage_.use_count() != 1) return nullptr;
   // Reading 1 does not order the other owners' accesses before ours: a
   // thread that read the buffer, then dropped its reference (a release
   // decrement), must not race with our writes. Taking and dropping a
@@ -404,6 +404,14 @@ void throw_dtype_mismatch(DType expected, DType got, const char* what) {
                              ", got dtype " + std::string(dtype_name(got)));
 }
 
+void throw_wrap_size_mismatch(const Shape& shape, std::size_t elements) {
+  throw InvalidArgumentError("Tensor::wrap: expected " + std::to_string(checked_element_count(shape, DType::kInt64)) +
+                             " elements for shape " + shape_string(shape) + ", got a vector of " +
+                             std::to_string(elements));
+}
+
+std::int64_t checked_element_count(const Shape& shape, DType dtype) { return checked_num_elements(shape, dtype); }
+
 void throw_ragged_rows(std::size_t expected, std::size_t got) {
   throw InvalidArgumentError("expected every row of the initializer to have " + std::to_string(expected) +
                              " elements, got a row of " + std::to_string(got));
@@ -419,6 +427,27 @@ Tensor::Tensor(std::shared_ptr<const std::byte> storage, std::size_t offset, Sha
       shape_(std::move(shape)),
       num_elements_(checked_num_elements(shape_, dtype)),
       dtype_(dtype) {}
+
+Tensor Tensor::wrap(DType dtype, Shape shape, const void* data, std::shared_ptr<const void> owner, bool writable) {
+  const std::int64_t elements = checked_num_elements(shape, dtype);
+  if (elements > 0 && data == nullptr) {
+    throw InvalidArgumentError("Tensor::wrap: expected a buffer of " + std::to_string(elements) + " elements of " +
+                               std::string(dtype_name(dtype)) + ", got a null pointer");
+  }
+  if (reinterpret_cast<std::uintptr_t>(data) % dtype_size(dtype) != 0) {
+    throw InvalidArgumentError("Tensor::wrap: expected a buffer aligned to " + std::to_string(dtype_size(dtype)) +
+                               " bytes for " + std::string(dtype_name(dtype)) + ", got an address " +
+                               std::to_string(reinterpret_cast<std::uintptr_t>(data) % dtype_size(dtype)) +
+                               " bytes past a multiple");
+  }
+  // The aliasing constructor: the buffer pointer, with `owner`'s lifetime
+  // (an empty owner still shares, so use_count() counts this tensor's copies).
+  if (owner == nullptr) owner = std::make_shared<int>(0);
+  std::shared_ptr<const std::byte> storage(std::move(owner), static_cast<const std::byte*>(data));
+  Tensor t(std::move(storage), 0, std::move(shape), dtype);
+  t.read_only_ = !writable;
+  return t;
+}
 
 Tensor Tensor::from_bytes(DType dtype, Shape shape, const void* data, std::size_t bytes) {
   const internal::ElementCount count = checked_count(shape, dtype);
@@ -473,7 +502,9 @@ Tensor Tensor::slice(std::int64_t begin, std::int64_t end) const {
   s[0] = end - begin;
   const std::size_t row_bytes =
       shape_[0] == 0 ? 0 : static_cast<std::size_t>(num_elements_ / shape_[0]) * dtype_size(dtype_);
-  return Tensor(storage_, offset_ + static_cast<std::size_t>(begin) * row_bytes, std::move(s), dtype_);
+  Tensor view(storage_, offset_ + static_cast<std::size_t>(begin) * row_bytes, std::move(s), dtype_);
+  view.read_only_ = read_only_;
+  return view;
 }
 
 Tensor Tensor::operator[](std::int64_t i) const {
@@ -493,7 +524,9 @@ Tensor Tensor::reshape(Shape shape) const {
     throw InvalidArgumentError("Tensor::reshape: expected a shape of " + std::to_string(num_elements_) +
                                " elements (from " + shape_string(shape_) + "), got " + shape_string(shape));
   }
-  return Tensor(storage_, offset_, std::move(shape), dtype_);
+  Tensor view(storage_, offset_, std::move(shape), dtype_);
+  view.read_only_ = read_only_;
+  return view;
 }
 
 bool Tensor::shares_buffer_with(const Tensor& other) const noexcept { return storage_ == other.storage_; }
@@ -571,7 +604,11 @@ Tensor concat(const std::vector<Tensor>& tensors) {
     const Tensor& prev = tensors[i - 1];
     adjacent = tensors[i].storage_ == first.storage_ && tensors[i].offset_ == prev.offset_ + prev.bytes().size();
   }
-  if (adjacent) return Tensor(first.storage_, first.offset_, std::move(shape), first.dtype());
+  if (adjacent) {
+    Tensor joined(first.storage_, first.offset_, std::move(shape), first.dtype());
+    joined.read_only_ = first.read_only_;
+    return joined;
+  }
   void* out = nullptr;
   Tensor result = internal::allocate_tensor(first.dtype(), std::move(shape), &out);
   auto* dst = static_cast<std::byte*>(out);

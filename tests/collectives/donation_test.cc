@@ -446,3 +446,39 @@ TEST(DonationStressTest, RandomFailuresAroundDonatedAllReduces) {
 
 }  // namespace
 }  // namespace distribute
+
+namespace distribute {
+namespace {
+
+// A caller's buffer wrapped without a copy (Tensor::wrap, writable) and
+// donated is reduced in place: the caller's own memory holds the result.
+// One wrapped read-only is never written (the shared path instead).
+TEST(DonationOfWrappedBuffers, AWritableWrappedBufferReceivesTheResult) {
+  MirroredStrategy s(testing::cpu_devices(2));
+  const std::size_t len = 1 << 16;  // 256 KiB: above the split threshold
+  std::vector<std::vector<float>> mine(2, std::vector<float>(len));
+  for (std::size_t i = 0; i < len; ++i) {
+    mine[0][i] = 1.f;
+    mine[1][i] = 2.f;
+  }
+  std::vector<std::vector<float>> kept = mine;
+  for (const bool writable : {true, false}) {
+    auto out = s.run([&] {
+      const auto r = static_cast<std::size_t>(testing::rid());
+      std::vector<float>& buffer = writable ? mine[r] : kept[r];
+      // The caller keeps its vector; the owner is empty (it outlives the run).
+      Tensor wrapped = Tensor::wrap(DType::kFloat32, Shape{static_cast<std::int64_t>(len)}, buffer.data(), nullptr,
+                                    writable);
+      return testing::ctx().all_reduce(ReduceOp::SUM, std::move(wrapped));
+    });
+    for (std::size_t r = 0; r < 2; ++r) {
+      EXPECT_EQ(out[static_cast<int>(r)].data<float>()[len - 1], 3.f);
+      const std::vector<float>& buffer = writable ? mine[r] : kept[r];
+      EXPECT_EQ(out[static_cast<int>(r)].data<float>().data() == buffer.data(), writable) << "replica " << r;
+      EXPECT_EQ(buffer[len - 1], writable ? 3.f : (r == 0 ? 1.f : 2.f)) << "replica " << r;
+    }
+  }
+}
+
+}  // namespace
+}  // namespace distribute

@@ -2,10 +2,14 @@
 // reductions, concat/stack, comparison and TF's printed form.
 #include "distribute/tensor.h"
 
+#include "testing/helpers.h"
+
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
 
 #include <atomic>
+#include <memory>
+#include <vector>
 #include <cmath>
 #include <cstdint>
 #include <limits>
@@ -870,6 +874,62 @@ TEST(TensorThreads, ConcurrentReadsAndCopiesOfOneTensor) {
   for (std::thread& th : threads) th.join();
   EXPECT_EQ(failures.load(), 0);
   EXPECT_EQ(shared, Iota(64, {8, 8}));  // never written
+}
+
+}  // namespace
+}  // namespace distribute
+
+// --- Zero-copy wrapping of a caller's buffer (Tensor::wrap) -----------------
+
+namespace distribute {
+namespace {
+
+TEST(TensorWrap, SharesTheCallersBufferAndKeepsTheOwnerAlive) {
+  auto owner = std::make_shared<std::vector<float>>(std::vector<float>{1.f, 2.f, 3.f, 4.f, 5.f, 6.f});
+  const float* data = owner->data();
+  std::weak_ptr<std::vector<float>> watch = owner;
+  Tensor t = Tensor::wrap(DType::kFloat32, Shape{2, 3}, data, owner);
+  owner.reset();
+  EXPECT_FALSE(watch.expired());  // the tensor keeps it
+  EXPECT_EQ(t.data<float>().data(), data);  // no copy
+  EXPECT_EQ(t, (Tensor{{1.f, 2.f, 3.f}, {4.f, 5.f, 6.f}}));
+  Tensor row = t[1];
+  t = Tensor();
+  EXPECT_FALSE(watch.expired());  // a view keeps it too
+  EXPECT_EQ(row, (Tensor{4.f, 5.f, 6.f}));
+  row = Tensor();
+  EXPECT_TRUE(watch.expired());  // released with the last view
+}
+
+TEST(TensorWrap, AMovedVectorIsNotCopied) {
+  std::vector<double> values(1 << 20, 2.0);
+  const double* data = values.data();
+  const Tensor t = Tensor::wrap(std::move(values), Shape{1 << 10, 1 << 10});
+  EXPECT_EQ(t.data<double>().data(), data);
+  EXPECT_EQ(t.dtype(), DType::kFloat64);
+  EXPECT_THROW(Tensor::wrap(std::vector<float>(5), Shape{2, 3}), InvalidArgumentError);
+}
+
+TEST(TensorWrap, BadBuffersRaise) {
+  alignas(8) static const std::byte raw[16] = {};
+  EXPECT_THROW(Tensor::wrap(DType::kFloat32, Shape{2}, nullptr, nullptr), InvalidArgumentError);
+  EXPECT_THAT(testing::message_of<InvalidArgumentError>(
+                  [] { Tensor::wrap(DType::kFloat32, Shape{2}, raw + 1, nullptr); }),
+              ::testing::HasSubstr("aligned to 4 bytes"));
+  EXPECT_NO_THROW(Tensor::wrap(DType::kFloat32, Shape{0}, nullptr, nullptr));
+}
+
+TEST(TensorWrap, ReadOnlyBuffersAreNeverDonatedWritableOnesAre) {
+  auto ro = std::make_shared<std::vector<float>>(4, 1.f);
+  const Tensor read_only = Tensor::wrap(DType::kFloat32, Shape{4}, ro->data(), ro);
+  EXPECT_EQ(internal::exclusive_bytes(read_only), nullptr);
+  EXPECT_EQ(internal::exclusive_bytes(read_only.reshape(Shape{2, 2})), nullptr);  // nor a view of it
+  auto rw = std::make_shared<std::vector<float>>(4, 1.f);
+  float* data = rw->data();
+  const Tensor writable = Tensor::wrap(DType::kFloat32, Shape{4}, data, rw, /*writable=*/true);
+  EXPECT_EQ(internal::exclusive_bytes(writable), nullptr);  // the caller still shares the owner
+  rw.reset();
+  EXPECT_EQ(internal::exclusive_bytes(writable), reinterpret_cast<std::byte*>(data));
 }
 
 }  // namespace
