@@ -65,7 +65,9 @@ struct MultiWorkerOptions {
   // worker's arrival, and the communicators' set-up. A worker that does
   // not arrive in time makes the others raise DeadlineExceededError naming
   // it (MPI's initialization itself cannot say which process is missing).
-  // Must be > 0.
+  // Must be > 0. Start-up messages travel on the program's communicator
+  // with tag 32700 (reserved: a receive of the program's with MPI_ANY_TAG
+  // on it must not run while a strategy starts).
   double startup_timeout_seconds = 60.0;
   // The cluster as TF describes it; unset: TF_CONFIG from the environment,
   // if set. It must agree with the MPI communicator (size = number of

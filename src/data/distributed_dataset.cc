@@ -254,7 +254,7 @@ std::vector<PerReplica<Tensor>> regroup(const PerReplica<Element>& step) {
     std::vector<Tensor> values;
     values.reserve(step.values().size());
     for (const Element& e : step) values.push_back(e[c]);
-    out.emplace_back(std::move(values));
+    out.emplace_back(std::move(values), internal::ProducedBy{step.origin()});
   }
   return out;
 }

@@ -28,7 +28,7 @@ ReplicaPool::~ReplicaPool() {
   for (auto& t : threads_) t.join();
 }
 
-void ReplicaPool::run(FunctionRef<void(int)> task, FunctionRef<void()> prologue) {
+void ReplicaPool::run(FunctionRef<void(int)> task, FunctionRef<void()> prologue, FunctionRef<void()> epilogue) {
   if (num_replicas_ == 1 && owner_.load(std::memory_order_relaxed) == std::this_thread::get_id()) {
     // A nested call from this pool's own replica 0 (the default strategy
     // allows run() inside its replica function): nothing to hand off.
@@ -52,6 +52,7 @@ void ReplicaPool::run(FunctionRef<void(int)> task, FunctionRef<void()> prologue)
     for (std::uint32_t left = remaining_.load(); left != 0;) left = remaining_.wait_while_equal(left, policy_);
     task_ = nullptr;
   }
+  epilogue();
 }
 
 void ReplicaPool::worker_loop(int replica) {

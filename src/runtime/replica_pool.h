@@ -37,9 +37,13 @@ class ReplicaPool {
   // callers reject the other nested cases before they get here. Everything the
   // caller did before run() is visible to every task(r); everything each
   // task(r) did is visible to the caller after run() returns.
-  // `prologue` runs first, under the same serialization (e.g. to reset
-  // per-run state that replicas share).
-  void run(FunctionRef<void(int)> task, FunctionRef<void()> prologue);
+  // `prologue` runs first and `epilogue` after every task(r) returned, both
+  // under the same serialization (e.g. to reset per-run state that replicas
+  // share, and to read it before the next run can reset it).
+  void run(FunctionRef<void(int)> task, FunctionRef<void()> prologue, FunctionRef<void()> epilogue);
+  void run(FunctionRef<void(int)> task, FunctionRef<void()> prologue) {
+    run(task, prologue, [] {});
+  }
 
  private:
   void worker_loop(int replica);

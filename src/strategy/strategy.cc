@@ -256,8 +256,9 @@ void Strategy::run_replicas(internal::FunctionRef<void(int)> body) {
     }
     internal::pop_mode();
   };
-  pool_->run(task, [this] { collectives_->reset(); });
-  failure.prefer_abort_cause(*collectives_);
+  // The abort cause is read before the next run (another thread's) can
+  // reset the group.
+  pool_->run(task, [this] { collectives_->reset(); }, [&] { failure.prefer_abort_cause(*collectives_); });
   failure.rethrow_if_any();
 }
 

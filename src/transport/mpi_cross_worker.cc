@@ -118,7 +118,9 @@ std::string list(const std::vector<int>& ids) {
 //
 // MPI_Init_thread waits until every process of the job calls it (Open MPI
 // exchanges the processes' addresses there); it runs on a thread of its own
-// so that the strategy's start-up deadline bounds it. A process whose
+// so that the strategy's start-up deadline bounds it. MPI_Finalize then runs
+// at exit on the main thread: MPI 3.1 (12.4.3) asks for the initializing
+// thread; Open MPI, the MPI tested here, does not depend on it. A process whose
 // initialization timed out cannot use MPI any more (the call may still
 // return later; nothing else may run meanwhile).
 class MpiProcess {
@@ -206,7 +208,7 @@ class MpiProcess {
     // moment in which the workers told of this one's failure can raise and
     // report their own errors (the abort ends every process of the job).
     if (broken_) {
-      std::this_thread::sleep_for(std::chrono::seconds(1));
+      std::this_thread::sleep_for(std::chrono::seconds(2));
       MPI_Abort(MPI_COMM_WORLD, 1);
     }
     if (owner_) MPI_Finalize();
@@ -445,15 +447,25 @@ class MpiCrossWorker final : public CrossWorker {
     say_hello(base, deadline, timeout);
     {
       std::unique_lock<std::mutex> lock(process_.mutex());
-      MPI_Request dups[2] = {MPI_REQUEST_NULL, MPI_REQUEST_NULL};
-      check_mpi(MPI_Comm_idup(base, &data_, &dups[0]), "MPI_Comm_idup");
-      check_mpi(MPI_Comm_idup(base, &control_, &dups[1]), "MPI_Comm_idup");
+      // MPI writes the new handles when the requests complete: into memory
+      // that is left to MPI (leaked) if they do not complete in time.
+      struct Dup {
+        MPI_Comm comms[2] = {MPI_COMM_NULL, MPI_COMM_NULL};
+        MPI_Request requests[2] = {MPI_REQUEST_NULL, MPI_REQUEST_NULL};
+      };
+      auto dup = std::make_unique<Dup>();
+      check_mpi(MPI_Comm_idup(base, &dup->comms[0], &dup->requests[0]), "MPI_Comm_idup");
+      check_mpi(MPI_Comm_idup(base, &dup->comms[1], &dup->requests[1]), "MPI_Comm_idup");
       for (;;) {
         int done = 0;
-        check_mpi(MPI_Testall(2, dups, &done, MPI_STATUSES_IGNORE), "MPI_Testall");
-        if (done != 0) break;
+        check_mpi(MPI_Testall(2, dup->requests, &done, MPI_STATUSES_IGNORE), "MPI_Testall");
+        if (done != 0) {
+          data_ = dup->comms[0];
+          control_ = dup->comms[1];
+          break;
+        }
         if (Clock::now() >= deadline) {
-          keep_communicators_ = true;  // MPI may still complete them
+          (void)dup.release();
           break_channel_locked("start-up timed out");
           throw DeadlineExceededError("MultiWorkerMirroredStrategy start-up on worker " + std::to_string(rank_) +
                                       ": duplicating the communicator did not complete within " +
@@ -480,7 +492,10 @@ class MpiCrossWorker final : public CrossWorker {
   void say_hello(MPI_Comm base, Clock::time_point deadline, double timeout) {
     if (size_ == 1) return;
     const auto n = static_cast<std::size_t>(size_);
-    std::vector<std::uint64_t> theirs(n, 0);
+    // What MPI may still write or read after a timeout (a receive already
+    // matched cannot be cancelled) is left to it: leaked then.
+    auto theirs_owned = std::make_unique<std::vector<std::uint64_t>>(n, 0);
+    std::vector<std::uint64_t>& theirs = *theirs_owned;
     std::vector<MPI_Request> recvs(n, MPI_REQUEST_NULL), sends(n, MPI_REQUEST_NULL);
     auto mine = std::make_unique<std::uint64_t>(generation_);  // left to MPI if a send is abandoned
     std::unique_lock<std::mutex> lock(process_.mutex());
@@ -508,6 +523,7 @@ class MpiCrossWorker final : public CrossWorker {
           if (r != MPI_REQUEST_NULL) MPI_Request_free(&r);
         }
         (void)mine.release();
+        (void)theirs_owned.release();
         break_channel_locked("start-up timed out");
         throw DeadlineExceededError(
             "MultiWorkerMirroredStrategy start-up on worker " + std::to_string(rank_) + ": worker(s) " +
@@ -691,7 +707,7 @@ class MpiCrossWorker final : public CrossWorker {
       if ((round % 64) == 63 && Clock::now() >= deadline) {
         // Every request tested (not only up to the first pending one), so
         // that only the workers not heard from are named.
-        if (test_every_locked(requests)) return;
+        if (test_every(requests)) return;
         std::vector<int> waiting;
         for (std::size_t i = 0; i < requests.requests.size(); ++i) {
           if (requests.requests[i] != MPI_REQUEST_NULL && requests.receiving[i]) waiting.push_back(requests.peers[i]);
@@ -713,8 +729,9 @@ class MpiCrossWorker final : public CrossWorker {
     }
   }
 
-  // True when every request completed; tests every pending one.
-  bool test_every_locked(Requests& requests) {
+  // True when every request completed; tests every pending one (takes the
+  // MPI mutex).
+  bool test_every(Requests& requests) {
     std::lock_guard<std::mutex> lock(process_.mutex());
     bool all = true;
     for (MPI_Request& r : requests.requests) {
@@ -759,8 +776,11 @@ class MpiCrossWorker final : public CrossWorker {
     MPI_Get_count(&status, MPI_CHAR, &length);
     std::string text(static_cast<std::size_t>(std::max(length, 0)), '\0');
     MPI_Recv(text.data(), length, MPI_CHAR, status.MPI_SOURCE, failure_tag_, control_, MPI_STATUS_IGNORE);
+    // (At least one test after the grace, however long this thread was
+    // descheduled.)
     const auto grace_end = Clock::now() + std::chrono::milliseconds(10);
-    while (Clock::now() < grace_end) {
+    for (bool last = false; !last;) {
+      last = Clock::now() >= grace_end;
       if (test_locked(requests)) {
         kept_report_ = "worker " + std::to_string(status.MPI_SOURCE) + " reported a failure (" + text + ")";
         return;
