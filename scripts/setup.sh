@@ -35,6 +35,7 @@ packages=(
   libcli11-dev                   # distribute-train's command line (tools/train/); header-only, build-time only
   libcairo2-dev fonts-dejavu-core # distribute-train's --plot PNG (tools/train/plot.cc): cairo + FreeType, DejaVu Sans read at run time
   pkg-config                     # finds cairo for tools/train/; the install check builds a program with distribute.pc
+  python3-dev pybind11-dev python3-numpy python3-pytest  # the Python package (python/) and its pytest suite, for /usr/bin/python3
   clang-14 libclang-rt-14-dev    # fuzz/ (scripts/fuzz.sh): clang++-14 and its libFuzzer, ASan and UBSan runtimes
 )
 if ((bench_peers)); then

@@ -44,6 +44,20 @@ read -ra pc_flags <<<"$pc_flags"
 g++ -std=c++20 tests/consumer/main.cc -o build/install-check/consumer-pkg-config "${pc_flags[@]}"
 build/install-check/consumer-pkg-config
 
+step "the installed Python package imports and runs the seed's examples"
+pydir=$(find "$prefix/lib" -maxdepth 3 -type d -name dist-packages | head -n 1)
+[ -n "$pydir" ] || { echo "the Python package was not installed under $prefix/lib"; exit 1; }
+(cd /tmp && PYTHONPATH=$pydir /usr/bin/python3 -c "
+import distribute, sys
+assert distribute.__file__.startswith('$pydir'), distribute.__file__
+from distribute.compat import tf
+s = tf.distribute.MirroredStrategy(['CPU:0', 'CPU:1'])
+d = tf.data.Dataset.from_tensor_slices([5., 6., 7., 8.]).batch(2)
+v = next(iter(s.experimental_distribute_dataset(d)))
+print(repr(s.reduce(tf.distribute.ReduceOp.SUM, v, axis=0)))
+" | tee "$root/build/python-install.out")
+grep -qF "<tf.Tensor: shape=(), dtype=float32, numpy=11.0>" "$root/build/python-install.out"
+
 step "example prints the seed examples"
 build/release/examples/distributed_values | tee build/example.out
 grep -q "4. Tensor(11.0, shape=(), dtype=float32)" build/example.out

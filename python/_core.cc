@@ -1,0 +1,450 @@
+// distribute._core: the C++ library for Python (pybind11). The Python package
+// (python/distribute/) builds TF's Python API on it: nested structures,
+// PerReplica values and TF's names live there; this file only moves tensors
+// across without copies and runs Python code on the library's threads.
+//
+// Threads and the GIL:
+//   - every call that may wait (run, collectives, get_next, strategy and
+//     iterator destruction) releases the GIL, so that replica threads and
+//     the input pipeline's threads can run Python code meanwhile;
+//   - Python code called from the library's threads (replica functions, map
+//     and filter functions, merge functions) takes the GIL for the call;
+//   - a Python exception raised there travels through the library as a
+//     PythonError (holding the exception object, released under the GIL)
+//     and is raised again, the same object with its traceback, where the
+//     call came back to Python;
+//   - Python objects the library keeps (a numpy array behind a Tensor, a map
+//     function) are released under the GIL on whichever thread drops them,
+//     and leaked instead once the interpreter is finalizing.
+#include <pybind11/functional.h>
+#include <pybind11/pybind11.h>
+#include <pybind11/stl.h>
+
+#include <cstdint>
+#include <exception>
+#include <memory>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "distribute/distribute.h"
+
+namespace py = pybind11;
+namespace dist = distribute;
+
+namespace {
+
+// A Python object kept by C++: released under the GIL (leaked during
+// interpreter finalization, when taking the GIL is no longer possible).
+template <class T>
+std::shared_ptr<T> keep(T* object) {
+  return std::shared_ptr<T>(object, [](T* p) {
+    if (Py_IsInitialized() == 0 || _Py_IsFinalizing() != 0) return;  // leak: the interpreter is gone
+    py::gil_scoped_acquire gil;
+    delete p;
+  });
+}
+
+// A Python exception on its way through the library (a replica function's,
+// a map function's): the exception object itself, with its traceback.
+class PythonError : public std::exception {
+ public:
+  explicit PythonError(py::error_already_set& e) {
+    // Called with the GIL held.
+    e.restore();
+    PyObject *type = nullptr, *value = nullptr, *trace = nullptr;
+    PyErr_Fetch(&type, &value, &trace);
+    PyErr_NormalizeException(&type, &value, &trace);
+    if (trace != nullptr && value != nullptr) PyException_SetTraceback(value, trace);
+    exception_ = keep(new py::object(py::reinterpret_steal<py::object>(value)));
+    Py_XDECREF(type);
+    Py_XDECREF(trace);
+    what_ = py::str(*exception_).cast<std::string>();
+    const std::string type_name = py::str(py::type::handle_of(*exception_).attr("__name__")).cast<std::string>();
+    what_ = type_name + (what_.empty() ? "" : ": " + what_);
+  }
+  const char* what() const noexcept override { return what_.c_str(); }
+  // Raises the exception again in Python (the GIL held).
+  void restore() const {
+    PyErr_SetObject(reinterpret_cast<PyObject*>(Py_TYPE(exception_->ptr())), exception_->ptr());
+  }
+
+ private:
+  std::shared_ptr<py::object> exception_;
+  std::string what_;
+};
+
+// Calls `f` with the GIL, turning a Python exception into a PythonError.
+template <class F>
+auto with_gil(F&& f) {
+  py::gil_scoped_acquire gil;
+  try {
+    return f();
+  } catch (py::error_already_set& e) {
+    throw PythonError(e);
+  }
+}
+
+// --- Tensors <-> Python buffers ---------------------------------------------
+
+std::optional<dist::DType> dtype_of_format(const py::buffer_info& info) {
+  if (info.format.empty()) return std::nullopt;
+  const char f = info.format.back();
+  const auto size = static_cast<std::size_t>(info.itemsize);
+  if (f == 'f' && size == 4) return dist::DType::kFloat32;
+  if (f == 'd' && size == 8) return dist::DType::kFloat64;
+  if ((f == 'i' || f == 'l') && size == 4) return dist::DType::kInt32;
+  if ((f == 'l' || f == 'q') && size == 8) return dist::DType::kInt64;
+  return std::nullopt;
+}
+
+const char* format_of(dist::DType dtype) {
+  switch (dtype) {
+    case dist::DType::kFloat32: return "f";
+    case dist::DType::kFloat64: return "d";
+    case dist::DType::kInt32: return "i";
+    case dist::DType::kInt64: return "q";
+  }
+  return "f";
+}
+
+// Wraps a C-contiguous buffer of a supported dtype without a copy; the
+// buffer (and the object exporting it) lives as long as any view of the
+// tensor. Writable buffers can receive a donated all_reduce's result.
+dist::Tensor wrap_buffer(const py::buffer& buffer) {
+  auto info = keep(new py::buffer_info(buffer.request()));
+  const std::optional<dist::DType> dtype = dtype_of_format(*info);
+  if (!dtype.has_value()) {
+    throw dist::InvalidArgumentError("expected a buffer of float32, float64, int32 or int64, got format '" +
+                                     info->format + "' of " + std::to_string(info->itemsize) + "-byte items");
+  }
+  dist::Shape shape;
+  if (info->ndim > static_cast<py::ssize_t>(dist::Shape::kMaxRank)) {
+    throw dist::InvalidArgumentError("expected at most " + std::to_string(dist::Shape::kMaxRank) +
+                                     " dimensions, got " + std::to_string(info->ndim));
+  }
+  py::ssize_t expected = info->itemsize;
+  for (py::ssize_t k = info->ndim - 1; k >= 0; --k) {
+    const auto i = static_cast<std::size_t>(k);
+    if (info->shape[i] > 1 && info->strides[i] != expected) {
+      throw dist::InvalidArgumentError("expected a C-contiguous buffer, got strides " +
+                                       py::str(py::cast(info->strides)).cast<std::string>());
+    }
+    expected *= info->shape[i];
+  }
+  for (py::ssize_t k = 0; k < info->ndim; ++k) shape.push_back(info->shape[static_cast<std::size_t>(k)]);
+  const void* data = info->ptr;
+  const bool writable = !info->readonly;
+  return dist::Tensor::wrap(*dtype, std::move(shape), data, std::move(info), writable);
+}
+
+py::buffer_info tensor_buffer(const dist::Tensor& t) {
+  std::vector<py::ssize_t> shape, strides(static_cast<std::size_t>(t.rank()));
+  for (int k = 0; k < t.rank(); ++k) shape.push_back(static_cast<py::ssize_t>(t.dim(k)));
+  auto stride = static_cast<py::ssize_t>(dist::dtype_size(t.dtype()));
+  for (int k = t.rank() - 1; k >= 0; --k) {
+    strides[static_cast<std::size_t>(k)] = stride;
+    stride *= shape[static_cast<std::size_t>(k)];
+  }
+  // Read-only: Tensors are immutable (numpy sees the library's buffer).
+  return py::buffer_info(const_cast<std::byte*>(t.bytes().data()), static_cast<py::ssize_t>(dist::dtype_size(t.dtype())),
+                         format_of(t.dtype()), t.rank(), shape, strides, /*readonly=*/true);
+}
+
+dist::ReduceOp reduce_op(const std::string& name) {
+  if (name == "SUM") return dist::ReduceOp::SUM;
+  if (name == "MEAN") return dist::ReduceOp::MEAN;
+  throw dist::InvalidArgumentError("expected ReduceOp.SUM or ReduceOp.MEAN (or \"sum\", \"mean\"), got " + name);
+}
+
+dist::Element element_of(std::vector<dist::Tensor> components, bool is_tuple) {
+  if (!is_tuple && components.size() == 1) return dist::Element(std::move(components[0]));
+  return dist::Element(std::move(components));
+}
+
+// A Python object carried through merge_call.
+struct PyHandle {
+  std::shared_ptr<py::object> object;
+};
+
+template <class T>
+struct ReleasingDeleter {
+  void operator()(T* p) const {
+    // (Not while the interpreter finalizes: the GIL cannot be handed back
+    // then, and no Python code runs on the library's threads any more.)
+    if (Py_IsInitialized() != 0 && _Py_IsFinalizing() == 0 && PyGILState_Check() != 0) {
+      py::gil_scoped_release nogil;
+      delete p;
+    } else {
+      delete p;
+    }
+  }
+};
+template <class T>
+using Owned = std::unique_ptr<T, ReleasingDeleter<T>>;
+
+// A strategy's scope held by a Python context manager (exit() ends it, on
+// the thread that entered it).
+struct ScopeHolder {
+  struct Inner {
+    explicit Inner(dist::Strategy& s) : scope(s.scope()) {}
+    dist::StrategyScope scope;
+  };
+  explicit ScopeHolder(dist::Strategy& s) : inner(std::make_unique<Inner>(s)) {}
+  void exit() { inner.reset(); }
+  std::unique_ptr<Inner> inner;
+};
+
+}  // namespace
+
+PYBIND11_MODULE(_core, m) {
+  m.doc() = "The C++ core of the distribute package (internal: use the distribute module)";
+
+  // Errors: the Python classes are defined in distribute/errors.py and
+  // registered here, so that library errors arrive as them.
+  // Leaked on purpose: a static py::object would be released at exit,
+  // after the interpreter is gone.
+  static py::dict* error_classes = new py::dict();  // code name -> class
+  m.def("_set_error_classes", [](py::dict classes) { *error_classes = classes; });
+  py::register_exception_translator([](std::exception_ptr p) {
+    try {
+      if (p) std::rethrow_exception(p);
+    } catch (const PythonError& e) {
+      e.restore();
+    } catch (const dist::Error& e) {
+      const std::string code(dist::error_code_name(e.code()));
+      if (error_classes->contains(code)) {
+        py::object cls = (*error_classes)[py::str(code)];
+        PyErr_SetObject(cls.ptr(), py::str(e.what()).ptr());
+      } else {
+        PyErr_SetString(PyExc_RuntimeError, e.what());
+      }
+    }
+  });
+
+  py::class_<dist::Tensor>(m, "Tensor", py::buffer_protocol())
+      .def_buffer(&tensor_buffer)
+      .def_property_readonly("shape",
+                             [](const dist::Tensor& t) {
+                               py::tuple shape(static_cast<std::size_t>(t.rank()));
+                               for (int k = 0; k < t.rank(); ++k) shape[static_cast<std::size_t>(k)] = t.dim(k);
+                               return shape;
+                             })
+      .def_property_readonly("dtype", [](const dist::Tensor& t) { return std::string(dist::dtype_name(t.dtype())); })
+      .def("_to_string", &dist::Tensor::to_string)
+      .def("_data_address", [](const dist::Tensor& t) { return reinterpret_cast<std::uintptr_t>(t.bytes().data()); })
+      .def("_shares_buffer_with", &dist::Tensor::shares_buffer_with);
+  m.def("wrap", &wrap_buffer, "A Tensor over a C-contiguous buffer, without a copy");
+
+  // --- Datasets -------------------------------------------------------------
+  py::class_<dist::Dataset>(m, "Dataset")
+      .def_static("from_tensor_slices",
+                  [](std::vector<dist::Tensor> components, bool is_tuple) {
+                    if (!is_tuple && components.size() == 1) return dist::Dataset::from_tensor_slices(components[0]);
+                    return dist::Dataset::from_tensor_slices(std::move(components));
+                  })
+      .def_static("from_tensors",
+                  [](std::vector<dist::Tensor> components, bool is_tuple) {
+                    return dist::Dataset::from_tensors(element_of(std::move(components), is_tuple));
+                  })
+      .def_static("range", [](std::int64_t start, std::int64_t stop, std::int64_t step) {
+        return dist::Dataset::range(start, stop, step);
+      })
+      .def("batch", &dist::Dataset::batch)
+      .def("unbatch", &dist::Dataset::unbatch)
+      .def("shuffle", &dist::Dataset::shuffle)
+      .def("repeat", &dist::Dataset::repeat)
+      .def("take", &dist::Dataset::take)
+      .def("skip", &dist::Dataset::skip)
+      .def("shard", &dist::Dataset::shard)
+      .def("prefetch", &dist::Dataset::prefetch)
+      .def("describe", &dist::Dataset::describe)
+      // fn(components) -> (components, is_tuple); runs on the pipeline's
+      // threads under the GIL.
+      .def("map",
+           [](const dist::Dataset& d, py::function fn, std::int64_t parallel) {
+             auto f = keep(new py::function(std::move(fn)));
+             return d.map(
+                 [f](const dist::Element& e) {
+                   return with_gil([&] {
+                     py::tuple out = (*f)(e.components());
+                     return element_of(out[0].cast<std::vector<dist::Tensor>>(), out[1].cast<bool>());
+                   });
+                 },
+                 parallel);
+           })
+      .def("filter",
+           [](const dist::Dataset& d, py::function fn) {
+             auto f = keep(new py::function(std::move(fn)));
+             return d.filter([f](const dist::Element& e) {
+               return with_gil([&] { return py::cast<bool>((*f)(e.components())); });
+             });
+           })
+      .def("make_iterator", [](const dist::Dataset& d) {
+        return Owned<dist::Dataset::Iterator>(new dist::Dataset::Iterator(d.make_iterator()));
+      });
+  py::class_<dist::Dataset::Iterator, Owned<dist::Dataset::Iterator>>(m, "DatasetIterator")
+      .def("get_next_as_optional", [](dist::Dataset::Iterator& it) -> std::optional<std::vector<dist::Tensor>> {
+        std::optional<dist::Element> e;
+        {
+          py::gil_scoped_release nogil;
+          e = it.get_next_as_optional();
+        }
+        if (!e.has_value()) return std::nullopt;
+        return e->components();
+      });
+
+  py::class_<dist::InputContext>(m, "InputContext")
+      .def(py::init<int, int, int>(), py::arg("num_input_pipelines") = 1, py::arg("input_pipeline_id") = 0,
+           py::arg("num_replicas_in_sync") = 1)
+      .def_property_readonly("num_input_pipelines", &dist::InputContext::num_input_pipelines)
+      .def_property_readonly("input_pipeline_id", &dist::InputContext::input_pipeline_id)
+      .def_property_readonly("num_replicas_in_sync", &dist::InputContext::num_replicas_in_sync)
+      .def("get_per_replica_batch_size", &dist::InputContext::get_per_replica_batch_size)
+      .def("__repr__", &dist::InputContext::to_string);
+
+  py::class_<dist::DistributedDataset>(m, "DistributedDataset")
+      .def_property_readonly("num_replicas_in_sync", &dist::DistributedDataset::num_replicas_in_sync)
+      .def("make_iterator", [](const dist::DistributedDataset& d) {
+        return Owned<dist::DistributedIterator>(new dist::DistributedIterator(d.make_iterator()));
+      });
+  // A step: per local replica, the element's components.
+  py::class_<dist::DistributedIterator, Owned<dist::DistributedIterator>>(m, "DistributedIterator")
+      .def("get_next_as_optional",
+           [](dist::DistributedIterator& it) -> std::optional<std::vector<std::vector<dist::Tensor>>> {
+             std::optional<dist::PerReplica<dist::Element>> step;
+             {
+               py::gil_scoped_release nogil;
+               step = it.get_next_as_optional();
+             }
+             if (!step.has_value()) return std::nullopt;
+             std::vector<std::vector<dist::Tensor>> out;
+             for (const dist::Element& e : *step) out.push_back(e.components());
+             return out;
+           });
+
+  // --- Strategies -----------------------------------------------------------
+  py::class_<ScopeHolder>(m, "Scope").def("exit", &ScopeHolder::exit);
+  py::class_<dist::Strategy, Owned<dist::Strategy>>(m, "Strategy")
+      .def_property_readonly("num_replicas_in_sync", &dist::Strategy::num_replicas_in_sync)
+      .def_property_readonly("num_local_replicas", &dist::Strategy::num_local_replicas)
+      .def_property_readonly("num_workers", &dist::Strategy::num_workers)
+      .def_property_readonly("worker_index", &dist::Strategy::worker_index)
+      .def_property_readonly("is_chief", &dist::Strategy::is_chief)
+      .def_property_readonly("id", &dist::Strategy::id)
+      .def_property_readonly("devices",
+                             [](const dist::Strategy& s) {
+                               std::vector<std::string> names;
+                               for (const dist::DeviceSpec& d : s.devices()) names.push_back(d.short_name());
+                               return names;
+                             })
+      .def("__repr__", &dist::Strategy::to_string)
+      // body(r) for every local replica r, concurrently on the replica
+      // threads, each inside its replica context and under the GIL.
+      .def("run",
+           [](dist::Strategy& s, py::function body) {
+             auto f = keep(new py::function(std::move(body)));
+             const int base = s.worker_index() * s.num_local_replicas();
+             py::gil_scoped_release nogil;
+             s.run([&] {
+               const int r = dist::current_replica_context().replica_id_in_sync_group() - base;
+               with_gil([&] { (*f)(r); });
+             });
+           })
+      .def("scope_enter", [](dist::Strategy& s) { return std::make_unique<ScopeHolder>(s); })
+      .def("reduce",
+           [](dist::Strategy& s, const std::string& op, std::vector<dist::Tensor> values, std::optional<int> axis,
+              bool mirrored) {
+             py::gil_scoped_release nogil;
+             if (mirrored) return s.reduce(reduce_op(op), dist::Mirrored<dist::Tensor>(std::move(values)), axis);
+             return s.reduce(reduce_op(op), dist::PerReplica<dist::Tensor>(std::move(values)), axis);
+           })
+      .def("reduce_plain",
+           [](dist::Strategy& s, const std::string& op, const dist::Tensor& value, std::optional<int> axis) {
+             py::gil_scoped_release nogil;
+             return s.reduce(reduce_op(op), value, axis);
+           })
+      .def("gather",
+           [](dist::Strategy& s, std::vector<dist::Tensor> values, int axis) {
+             py::gil_scoped_release nogil;
+             return s.gather(dist::PerReplica<dist::Tensor>(std::move(values)), axis);
+           })
+      .def("experimental_distribute_dataset",
+           [](dist::Strategy& s, const dist::Dataset& d) { return s.experimental_distribute_dataset(d); })
+      .def("distribute_datasets_from_function", [](dist::Strategy& s, py::function fn) {
+        return s.distribute_datasets_from_function(
+            [&](const dist::InputContext& c) { return fn(c).cast<dist::Dataset>(); });
+      });
+
+  m.def("MirroredStrategy", [](std::optional<std::vector<std::string>> devices) {
+    if (!devices.has_value()) return Owned<dist::Strategy>(new dist::MirroredStrategy());
+    return Owned<dist::Strategy>(new dist::MirroredStrategy(*devices));
+  });
+  m.def("OneDeviceStrategy",
+        [](const std::string& device) { return Owned<dist::Strategy>(new dist::OneDeviceStrategy(device)); });
+  m.def("MultiWorkerMirroredStrategy", [](std::vector<std::string> local_devices, std::optional<double> timeout) {
+    dist::MultiWorkerOptions options;
+    options.local_devices = std::move(local_devices);
+    options.communication.timeout_seconds = timeout;
+    py::gil_scoped_release nogil;
+    return Owned<dist::Strategy>(new dist::MultiWorkerMirroredStrategy(options));
+  });
+  m.def("default_strategy_id", [] { return dist::get_default_strategy().id(); });
+  m.def(
+      "default_strategy", []() -> dist::Strategy& { return dist::get_default_strategy(); },
+      py::return_value_policy::reference);
+  m.def("usable_cpu_count", &dist::usable_cpu_count);
+
+  // --- Context and collectives -----------------------------------------------
+  // The current replica's (local index, id in sync, replicas in sync, the
+  // strategy's id), or None in cross-replica context.
+  m.def("replica_context", []() -> std::optional<py::tuple> {
+    dist::ReplicaContext* ctx = dist::get_replica_context();
+    if (ctx == nullptr) return std::nullopt;
+    return py::make_tuple(ctx->replica_id_in_sync_group(), ctx->num_replicas_in_sync(), ctx->strategy().id());
+  });
+  m.def("current_strategy_id", [] { return dist::get_strategy().id(); });
+  m.def("in_cross_replica_context", &dist::in_cross_replica_context);
+  m.def("all_reduce", [](const std::string& op, std::vector<dist::Tensor> values, std::optional<double> timeout) {
+    dist::ReplicaContext& ctx = dist::current_replica_context();
+    dist::CommunicationOptions options;
+    options.timeout_seconds = timeout;
+    py::gil_scoped_release nogil;
+    return ctx.all_reduce(reduce_op(op), values, options);
+  });
+  // The donating form: tensors the caller hands over (its Python references
+  // dropped) are reduced in place into their buffers where possible.
+  m.def("all_reduce_donated", [](const std::string& op, std::vector<dist::Tensor> values, std::optional<double> timeout) {
+    dist::ReplicaContext& ctx = dist::current_replica_context();
+    dist::CommunicationOptions options;
+    options.timeout_seconds = timeout;
+    py::gil_scoped_release nogil;
+    return ctx.all_reduce(reduce_op(op), std::move(values), options);
+  });
+  m.def("all_gather", [](std::vector<dist::Tensor> values, int axis) {
+    dist::ReplicaContext& ctx = dist::current_replica_context();
+    py::gil_scoped_release nogil;
+    return ctx.all_gather(values, axis);
+  });
+  // merge_fn(list of every replica's argument) runs once, on replica 0's
+  // thread in cross-replica context; every replica gets its result.
+  m.def("merge_call", [](py::function merge_fn, py::object argument) {
+    dist::ReplicaContext& ctx = dist::current_replica_context();
+    auto fn = keep(new py::function(std::move(merge_fn)));
+    PyHandle mine{keep(new py::object(std::move(argument)))};
+    PyHandle result;
+    {
+      py::gil_scoped_release nogil;
+      result = ctx.merge_call(
+          [fn](dist::Strategy&, const dist::PerReplica<PyHandle>& all) {
+            return with_gil([&] {
+              py::list arguments;
+              for (const PyHandle& h : all) arguments.append(*h.object);
+              return PyHandle{keep(new py::object((*fn)(arguments)))};
+            });
+          },
+          mine);
+    }
+    return *result.object;
+  });
+}

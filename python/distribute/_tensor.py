@@ -1,0 +1,129 @@
+"""Tensors: the C++ core's immutable tensors, shared with numpy without
+copies, and the conversion of Python values into them."""
+
+import numpy as np
+
+from . import _core
+from .errors import InvalidArgumentError
+
+Tensor = _core.Tensor
+
+SUPPORTED = ("float32", "float64", "int32", "int64")
+_NUMPY_DTYPES = {np.dtype(np.float32), np.dtype(np.float64), np.dtype(np.int32), np.dtype(np.int64)}
+
+# How tensors print: the library's own form, or TF's (distribute.compat.tf
+# switches to it).
+_style = {"tf": False}
+
+
+def convert(value, dtype=None):
+  """A Tensor for ``value``: a Tensor as is; a C-contiguous numpy array (or
+  any buffer or ``__dlpack__`` object, e.g. a torch tensor) of a supported
+  dtype wrapped without a copy; a non-contiguous array copied once; Python
+  numbers and lists as TF converts them (float -> float32, int -> int32)."""
+  if isinstance(value, Tensor):
+    if dtype is not None and value.dtype != np.dtype(dtype).name:
+      return convert(np.asarray(value).astype(dtype))
+    return value
+  array = _as_array(value)
+  if dtype is not None and array.dtype != np.dtype(dtype):
+    array = array.astype(dtype)
+  if array.dtype not in _NUMPY_DTYPES:
+    raise InvalidArgumentError(
+        f"expected a value of one of the supported dtypes ({', '.join(SUPPORTED)}), got dtype {array.dtype}")
+  if not array.flags.c_contiguous:
+    array = np.ascontiguousarray(array)  # the one copy, for strided input
+  return _core.wrap(array)
+
+
+def _as_array(value):
+  if isinstance(value, np.ndarray):
+    return value
+  if hasattr(value, "__dlpack__") and not isinstance(value, (list, tuple)):
+    if hasattr(value, "detach") and getattr(value, "requires_grad", False):
+      value = value.detach()
+    try:
+      return np.from_dlpack(value)
+    except (TypeError, RuntimeError, BufferError) as e:
+      raise InvalidArgumentError(f"expected a CPU tensor with __dlpack__, got {type(value).__name__}: {e}") from None
+  if isinstance(value, (bool, np.bool_)):
+    raise InvalidArgumentError(f"expected a value of one of the supported dtypes ({', '.join(SUPPORTED)}), "
+                               f"got a bool")
+  if isinstance(value, float):
+    return np.asarray(value, dtype=np.float32)
+  if isinstance(value, int):
+    return np.asarray(value, dtype=np.int32 if -2**31 <= value < 2**31 else np.int64)
+  if isinstance(value, np.generic):
+    return np.asarray(value)
+  if isinstance(value, (list, tuple)):
+    try:
+      array = np.asarray(value)
+    except ValueError as e:
+      raise InvalidArgumentError(f"expected a rectangular (non-ragged) list of numbers, got {value!r:.80}: {e}") \
+          from None
+    if array.dtype == object:
+      raise InvalidArgumentError(f"expected a rectangular (non-ragged) list of numbers, got {value!r:.80}")
+    if array.dtype == np.float64:
+      return array.astype(np.float32)
+    if array.dtype == np.int64 and (array.size == 0 or (array.min() >= -2**31 and array.max() < 2**31)):
+      return array.astype(np.int32)
+    return array
+  try:
+    return np.asarray(memoryview(value))
+  except TypeError:
+    raise InvalidArgumentError(
+        f"expected a tensor, a numpy array, a buffer, a __dlpack__ tensor or a number, got {type(value).__name__}") \
+        from None
+
+
+def numpy(t):
+  """A read-only numpy view of the tensor's buffer (no copy)."""
+  return np.asarray(memoryview(t))
+
+
+def _repr(t):
+  if _style["tf"]:
+    a = numpy(t)
+    shown = repr(a[()]) if a.ndim == 0 else repr(a)
+    return f"<tf.Tensor: shape={t.shape}, dtype={t.dtype}, numpy={shown}>"
+  return t._to_string()
+
+
+def _binary(op, reflected=False):
+  def method(self, other):
+    if not isinstance(other, (Tensor, np.ndarray, int, float, np.generic)):
+      return NotImplemented
+    a = numpy(self)
+    b = numpy(other) if isinstance(other, Tensor) else other
+    result = op(b, a) if reflected else op(a, b)
+    return convert(np.asarray(result))
+  return method
+
+
+def _install():
+  import operator
+  Tensor.numpy = numpy
+  Tensor.__array__ = lambda self, dtype=None: numpy(self) if dtype is None else numpy(self).astype(dtype)
+  Tensor.__repr__ = _repr
+  Tensor.__str__ = lambda self: self._to_string()
+  for name, op in (("add", operator.add), ("sub", operator.sub), ("mul", operator.mul),
+                   ("truediv", operator.truediv), ("floordiv", operator.floordiv), ("pow", operator.pow),
+                   ("matmul", operator.matmul)):
+    setattr(Tensor, f"__{name}__", _binary(op))
+    setattr(Tensor, f"__r{name}__", _binary(op, reflected=True))
+  Tensor.__neg__ = lambda self: convert(-numpy(self))
+  Tensor.__len__ = lambda self: len(numpy(self))
+  Tensor.__getitem__ = lambda self, key: convert(np.asarray(numpy(self)[key]))
+  Tensor.__float__ = lambda self: float(numpy(self))
+  Tensor.__int__ = lambda self: int(numpy(self))
+  Tensor.__index__ = lambda self: int(numpy(self))
+  Tensor.ndim = property(lambda self: len(self.shape))
+  Tensor.__dlpack__ = lambda self, stream=None: numpy(self).__dlpack__()
+  Tensor.__dlpack_device__ = lambda self: (1, 0)  # kDLCPU
+  Tensor.__eq__ = lambda self, other: (isinstance(other, Tensor) and self.shape == other.shape
+                                       and self.dtype == other.dtype
+                                       and bool(np.array_equal(numpy(self), numpy(other))))
+  Tensor.__hash__ = None
+
+
+_install()

@@ -1,0 +1,1 @@
+"""Compatibility modules: ``distribute.compat.tf`` exposes the names TF programs use."""

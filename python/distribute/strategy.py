@@ -1,0 +1,370 @@
+"""Strategies, replica contexts and distributed input (TF's distribute_lib.py
+and input_lib.py), over the C++ core."""
+
+import contextlib
+import threading
+import weakref
+
+from . import _core, _nest
+from ._tensor import Tensor, convert
+from .data import Dataset, _pack
+from .errors import InvalidArgumentError, OutOfRangeError
+from .values import DistributedValues, Mirrored, Optional, PerReplica, ReduceOp
+
+_strategies = weakref.WeakValueDictionary()  # id -> Python Strategy object
+
+
+def _register(strategy):
+  _strategies[strategy._core.id] = strategy
+  return strategy
+
+
+def _describe(origin):
+  s = _strategies.get(origin)
+  return f"{s!r} (strategy #{origin})" if s is not None else f"strategy #{origin} (no longer alive)"
+
+
+class Strategy:
+  """A set of replicas that run in sync (TF's tf.distribute.Strategy)."""
+
+  def __init__(self, core):
+    self._core = core
+    _register(self)
+
+  @property
+  def num_replicas_in_sync(self):
+    return self._core.num_replicas_in_sync
+
+  @property
+  def extended(self):
+    return self
+
+  @property
+  def worker_devices(self):
+    return tuple(self._core.devices)
+
+  def __repr__(self):
+    return repr(self._core)
+
+  # --- the scope ---
+  @contextlib.contextmanager
+  def scope(self):
+    """Makes this strategy current on this thread (cross-replica context)."""
+    held = self._core.scope_enter()
+    try:
+      yield self
+    finally:
+      held.exit()
+
+  # --- run ---
+  def _check_values(self, value, what):
+    for leaf in _nest.flatten(value):
+      if isinstance(leaf, DistributedValues):
+        if len(leaf) != self._core.num_local_replicas:
+          raise InvalidArgumentError(
+              f"{what}: expected {self._core.num_local_replicas} values per replica for {self!r}, got {len(leaf)}")
+        if leaf._origin not in (0, self._core.id):
+          raise InvalidArgumentError(
+              f"{what}: expected values of this strategy, {self!r} (strategy #{self._core.id}), got values "
+              f"produced by another one, {_describe(leaf._origin)}; to move them, build a new PerReplica from "
+              f"experimental_local_results(value)")
+
+  def run(self, fn, args=(), kwargs=None):
+    """Calls fn(*args, **kwargs) once per replica, concurrently, each inside
+    its replica context; a PerReplica or Mirrored in args is replaced by the
+    replica's value. Returns the results as TF does: a structure of
+    PerReplica (a function returning (loss, count) gives
+    (PerReplica, PerReplica)). A Python exception in a replica is raised
+    here, with its type and traceback; the other replicas are released."""
+    kwargs = {} if kwargs is None else kwargs
+    if not isinstance(args, (tuple, list)):
+      raise InvalidArgumentError(f"Strategy.run: expected args to be a tuple or list, got {type(args).__name__}")
+    self._check_values((args, kwargs), "Strategy.run")
+    n = self._core.num_local_replicas
+    results = [None] * n
+
+    def body(r):
+      a = _select(args, r)
+      k = _select(kwargs, r)
+      results[r] = fn(*a, **k)
+
+    self._core.run(body)
+    return _regroup(results, self._core.id)
+
+  # --- cross-replica ---
+  def reduce(self, reduce_op, value, axis=None):
+    """Combines per-replica values (SUM or MEAN), along ``axis`` first if
+    given (MEAN divides by the total count along it)."""
+    op = ReduceOp.of(reduce_op).value
+    self._check_values(value, "Strategy.reduce")
+
+    def one(leaf):
+      if isinstance(leaf, DistributedValues):
+        return self._core.reduce(op, [convert(v) for v in leaf], axis, isinstance(leaf, Mirrored))
+      return self._core.reduce_plain(op, convert(leaf), axis)
+
+    return _nest.map_structure(one, value)
+
+  def experimental_local_results(self, value):
+    """The values of this process's replicas, as a tuple (a plain value: a
+    tuple of one)."""
+    if isinstance(value, DistributedValues):
+      return tuple(value.values)
+    if _nest.is_structure(value) and any(isinstance(v, DistributedValues) for v in _nest.flatten(value)):
+      n = self._core.num_local_replicas
+      return tuple(_select(value, r) for r in range(n))
+    return (value,)
+
+  def gather(self, value, axis):
+    """Concatenates the replicas' values along ``axis``."""
+    self._check_values(value, "Strategy.gather")
+
+    def one(leaf):
+      if isinstance(leaf, DistributedValues):
+        return self._core.gather([convert(v) for v in leaf], int(axis))
+      return convert(leaf)
+
+    return _nest.map_structure(one, value)
+
+  # --- input ---
+  def experimental_distribute_dataset(self, dataset, options=None):
+    """Splits each global batch of ``dataset`` across the replicas, as TF does."""
+    if not isinstance(dataset, Dataset):
+      raise InvalidArgumentError(f"experimental_distribute_dataset: expected a distribute.data.Dataset, got "
+                                 f"{type(dataset).__name__}")
+    return DistributedDataset(self, self._core.experimental_distribute_dataset(dataset._core), dataset._structure)
+
+  def distribute_datasets_from_function(self, dataset_fn, options=None):
+    """dataset_fn(InputContext) -> this worker's dataset; each replica takes
+    its own element per step."""
+    made = []
+
+    def call(context):
+      dataset = dataset_fn(context)
+      if not isinstance(dataset, Dataset):
+        raise InvalidArgumentError(f"distribute_datasets_from_function: expected dataset_fn to return a "
+                                   f"distribute.data.Dataset, got {type(dataset).__name__}")
+      made.append(dataset)
+      return dataset._core
+
+    core = self._core.distribute_datasets_from_function(call)
+    return DistributedDataset(self, core, made[0]._structure)
+
+
+class MirroredStrategy(Strategy):
+  """N replicas in this process, one per local device ("CPU:0", ...); by
+  default one per usable CPU (affinity mask and CPU quota)."""
+
+  def __init__(self, devices=None, cross_device_ops=None):
+    if devices is not None:
+      if isinstance(devices, str) or not all(isinstance(d, str) for d in devices):
+        raise InvalidArgumentError(f"MirroredStrategy: expected a list of device names, got {devices!r}")
+      devices = list(devices)
+    super().__init__(_core.MirroredStrategy(devices))
+
+
+class OneDeviceStrategy(Strategy):
+  def __init__(self, device):
+    super().__init__(_core.OneDeviceStrategy(device))
+
+
+class MultiWorkerMirroredStrategy(Strategy):
+  """M processes (launched by mpirun) x N local replicas."""
+
+  def __init__(self, local_devices=None, timeout_seconds=None):
+    super().__init__(_core.MultiWorkerMirroredStrategy(list(local_devices or []), timeout_seconds))
+
+
+class _DefaultStrategy(Strategy):
+  def __init__(self):
+    self._core = None
+
+  def __repr__(self):
+    return "DefaultStrategy"
+
+
+_default = None
+_default_lock = threading.Lock()
+
+
+def _default_strategy():
+  """The default strategy (one replica, the calling thread)."""
+  global _default
+  with _default_lock:
+    if _default is None:
+      _default = _DefaultStrategy()
+      _default._core = _core.default_strategy()
+      _register(_default)
+    return _default
+
+
+def _select(value, r):
+  return _nest.map_structure(lambda v: v.values[r] if isinstance(v, DistributedValues) else v, value)
+
+
+def _regroup(values, origin):
+  """Per-replica results -> a structure of PerReplica (TF's regroup)."""
+  first = values[0]
+  if first is None and all(v is None for v in values):
+    return None
+  if _nest.is_structure(first):
+    for i, v in enumerate(values[1:], 1):
+      _nest.assert_same_structure(first, v, where="the result", a_name="replica 0's",
+                                  b_name=f"replica {i}'s")
+    flats = [_nest.flatten(v) for v in values]
+    return _nest.pack_as(first, [PerReplica(leaves, origin) for leaves in zip(*flats)])
+  return PerReplica(values, origin)
+
+
+# --- Replica context -----------------------------------------------------------
+
+
+class ReplicaContext:
+  """What a replica function knows about its replica (TF's
+  tf.distribute.ReplicaContext); get it with get_replica_context()."""
+
+  def __init__(self, replica_id, num_replicas, strategy_id):
+    self._replica_id, self._num_replicas, self._strategy_id = replica_id, num_replicas, strategy_id
+
+  @property
+  def replica_id_in_sync_group(self):
+    return self._replica_id
+
+  @property
+  def num_replicas_in_sync(self):
+    return self._num_replicas
+
+  @property
+  def strategy(self):
+    return _strategies.get(self._strategy_id) or _default_strategy()
+
+  def all_reduce(self, reduce_op, value, options=None):
+    """SUM or MEAN of ``value`` (a tensor, array or nested structure of
+    them) over the replicas; every replica gets the result."""
+    op = ReduceOp.of(reduce_op).value
+    leaves = _nest.flatten(value)
+    tensors = [convert(v) for v in leaves]
+    timeout = getattr(options, "timeout_seconds", None)
+    return _nest.pack_as(value, _core.all_reduce(op, tensors, timeout))
+
+  def all_reduce_in_place(self, reduce_op, value, options=None):
+    """all_reduce that writes the sums into the given arrays themselves
+    (writable, C-contiguous numpy arrays or CPU torch tensors of a
+    supported dtype, of at least 64 KiB each on every replica; smaller or
+    read-only ones are copied into as the fallback). Returns ``value``."""
+    import numpy as np
+    op = ReduceOp.of(reduce_op).value
+    leaves = _nest.flatten(value)
+    arrays = [np.from_dlpack(v) if hasattr(v, "__dlpack__") and not isinstance(v, np.ndarray) else v
+              for v in leaves]
+    for a in arrays:
+      if not isinstance(a, np.ndarray) or not a.flags.writeable:
+        raise InvalidArgumentError(f"all_reduce_in_place: expected writable arrays or tensors, got "
+                                   f"{type(a).__name__}")
+    results = _core.all_reduce_donated(op, [convert(a) for a in arrays],
+                                       getattr(options, "timeout_seconds", None))
+    for a, r in zip(arrays, results):
+      out = np.asarray(memoryview(r))
+      if out.ctypes.data != a.ctypes.data:
+        np.copyto(a, out.reshape(a.shape))
+    return value
+
+  def all_gather(self, value, axis, options=None):
+    leaves = _nest.flatten(value)
+    return _nest.pack_as(value, _core.all_gather([convert(v) for v in leaves], int(axis)))
+
+  def merge_call(self, merge_fn, args=(), kwargs=None):
+    """merge_fn(strategy, *args, **kwargs) runs once, in cross-replica
+    context, with each argument a PerReplica of every replica's; every
+    replica gets its result."""
+    kwargs = {} if kwargs is None else kwargs
+    strategy = self.strategy
+
+    def leader(all_arguments):
+      regrouped = _regroup(all_arguments, strategy._core.id)
+      a, k = regrouped if regrouped is not None else ((), {})
+      return merge_fn(strategy, *a, **k)
+
+    return _core.merge_call(leader, (tuple(args), dict(kwargs)))
+
+  def __repr__(self):
+    return f"ReplicaContext(replica {self._replica_id} of {self._num_replicas})"
+
+
+def get_replica_context():
+  """The current replica context: the running replica's inside run, the
+  default one outside any scope, None in cross-replica context."""
+  context = _core.replica_context()
+  if context is None:
+    return None
+  return ReplicaContext(*context)
+
+
+def in_cross_replica_context():
+  return _core.in_cross_replica_context()
+
+
+def get_strategy():
+  """The current strategy: the one whose scope or replica function this
+  thread is in, else the default strategy."""
+  return _strategies.get(_core.current_strategy_id()) or _default_strategy()
+
+
+def has_strategy():
+  return _core.current_strategy_id() != _core.default_strategy_id()
+
+
+# --- Distributed input ---------------------------------------------------------
+
+
+class DistributedDataset:
+  """A dataset split across replicas: iterate it (each step a structure of
+  PerReplica) or fold it with reduce."""
+
+  def __init__(self, strategy, core, structure):
+    self._strategy, self._core, self._structure = strategy, core, structure
+
+  def __iter__(self):
+    return DistributedIterator(self._strategy, self._core.make_iterator(), self._structure)
+
+  def reduce(self, initial_state, reduce_func):
+    """reduce_func(state, step) over every step, from initial_state."""
+    state = initial_state
+    for step in self:
+      state = reduce_func(state, step)
+    return state
+
+  @property
+  def num_replicas_in_sync(self):
+    return self._strategy.num_replicas_in_sync
+
+
+class DistributedIterator:
+  def __init__(self, strategy, core, structure):
+    self._strategy, self._core, self._structure = strategy, core, structure
+
+  def __iter__(self):
+    return self
+
+  def _step(self):
+    step = self._core.get_next_as_optional()
+    if step is None:
+      return None
+    per_replica = [_pack(self._structure.template, components) for components in step]
+    return (_regroup(per_replica, self._strategy._core.id),)
+
+  def __next__(self):
+    step = self._step()
+    if step is None:
+      raise StopIteration
+    return step[0]
+
+  def get_next(self):
+    step = self._step()
+    if step is None:
+      raise OutOfRangeError("End of sequence")
+    return step[0]
+
+  def get_next_as_optional(self):
+    step = self._step()
+    return Optional() if step is None else Optional(step[0], True)

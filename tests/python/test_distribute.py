@@ -1,0 +1,307 @@
+"""The Python package over the C++ core: values without copies, run, reduce,
+collectives, datasets, errors and the bad inputs users make."""
+
+import threading
+import time
+import traceback
+
+import numpy as np
+import pytest
+
+import distribute as dist
+from distribute import errors
+
+
+@pytest.fixture(scope="module")
+def two():
+  return dist.MirroredStrategy(["CPU:0", "CPU:1"])
+
+
+# --- Tensors and numpy ------------------------------------------------------
+
+
+def test_a_numpy_array_is_wrapped_without_a_copy():
+  a = np.arange(12, dtype=np.float32).reshape(3, 4)
+  t = dist.convert_to_tensor(a)
+  assert t._data_address() == a.ctypes.data
+  assert t.shape == (3, 4) and t.dtype == "float32"
+  view = np.asarray(t)
+  assert view.ctypes.data == a.ctypes.data  # and back, still no copy
+  assert not view.flags.writeable  # tensors are immutable
+  np.testing.assert_array_equal(view, a)
+
+
+def test_a_large_array_is_wrapped_not_copied():
+  big = np.zeros(16 << 20, dtype=np.float32)  # 64 MiB; the time it takes is in BENCHMARKS.md
+  assert dist.convert_to_tensor(big)._data_address() == big.ctypes.data
+
+
+def test_a_tensor_keeps_its_array_alive():
+  t = dist.convert_to_tensor(np.full(5, 7, dtype=np.int64))
+  import gc
+  gc.collect()
+  np.testing.assert_array_equal(np.asarray(t), [7] * 5)
+
+
+def test_non_contiguous_input_is_copied_once():
+  a = np.arange(20, dtype=np.float64).reshape(4, 5)[:, 1]
+  t = dist.convert_to_tensor(a)
+  np.testing.assert_array_equal(np.asarray(t), [1, 6, 11, 16])
+
+
+def test_python_numbers_and_lists_convert_as_tf_does():
+  assert dist.convert_to_tensor(1.5).dtype == "float32"
+  assert dist.convert_to_tensor(3).dtype == "int32"
+  assert dist.convert_to_tensor([[1., 2.], [3., 4.]]).shape == (2, 2)
+
+
+@pytest.mark.parametrize("bad", [np.zeros(3, dtype=np.float16), np.zeros(3, dtype=bool), np.zeros(3, dtype=np.uint8),
+                                 "text", object()])
+def test_unsupported_values_raise_naming_the_supported_dtypes(bad):
+  with pytest.raises(errors.InvalidArgumentError) as e:
+    dist.convert_to_tensor(bad)
+  assert "float32" in str(e.value) or "expected a tensor" in str(e.value)
+
+
+def test_ragged_lists_raise():
+  with pytest.raises(errors.InvalidArgumentError, match="ragged"):
+    dist.convert_to_tensor([[1., 2.], [3.]])
+
+
+def test_tensor_arithmetic_keeps_the_dtype():
+  t = dist.convert_to_tensor(np.array([1., 2.], dtype=np.float32))
+  u = t + 1.0
+  assert isinstance(u, dist.Tensor) and u.dtype == "float32"
+  np.testing.assert_array_equal(np.asarray(2 * u - t), [3., 4.])
+
+
+# --- run, reduce, local results -----------------------------------------------
+
+
+def test_run_returns_per_replica_and_nested_structures(two):
+  def step():
+    ctx = dist.get_replica_context()
+    r = ctx.replica_id_in_sync_group
+    return {"loss": np.float32(r + 1.0), "pair": (np.array([r], dtype=np.int32), r * 10)}
+
+  out = two.run(step)
+  assert isinstance(out["loss"], dist.PerReplica)
+  assert isinstance(out["pair"][0], dist.PerReplica) and isinstance(out["pair"][1], dist.PerReplica)
+  assert two.experimental_local_results(out["pair"][1]) == (0, 10)
+  total = two.reduce("sum", out["loss"])
+  assert float(total) == 3.0
+  mean = two.reduce(dist.ReduceOp.MEAN, out, axis=None)
+  assert float(mean["loss"]) == 1.5
+
+
+def test_run_passes_each_replica_its_value_and_kwargs(two):
+  pr = dist.PerReplica([np.array([1.], np.float32), np.array([2.], np.float32)])
+  out = two.run(lambda x, scale: x * scale, args=(pr,), kwargs={"scale": 10.0})
+  assert [float(v[0]) for v in out.values] == [10., 20.]
+
+
+def test_reduce_with_axis_divides_by_the_total_count(two):
+  pr = dist.PerReplica([np.array([5., 6.], np.float32), np.array([7.], np.float32)])
+  assert float(two.reduce("mean", pr, axis=0)) == 6.0
+  with pytest.raises(errors.InvalidArgumentError, match="ReduceOp"):
+    two.reduce("max", pr)
+
+
+def test_replica_functions_run_concurrently_on_the_replica_threads(two):
+  seen = set()
+  two.run(lambda: seen.add(threading.get_ident()))
+  assert len(seen) == 2
+
+
+def test_a_replica_exception_keeps_its_type_and_traceback_and_releases_the_others(two):
+  class Boom(Exception):
+    pass
+
+  def step():
+    ctx = dist.get_replica_context()
+    if ctx.replica_id_in_sync_group == 1:
+      raise Boom("replica one failed")
+    ctx.all_reduce("sum", np.ones(3, np.float32))  # waits for replica 1: released at once
+
+  start = time.perf_counter()
+  with pytest.raises(Boom, match="replica one failed") as e:
+    two.run(step)
+  assert time.perf_counter() - start < 30  # not the 60 s deadline
+  frames = [f.name for f in traceback.extract_tb(e.value.__traceback__)]
+  assert "step" in frames
+  # The strategy stays usable.
+  out = two.run(lambda: dist.get_replica_context().all_reduce("sum", np.ones(2, np.float32)))
+  np.testing.assert_array_equal(np.asarray(out.values[0]), [2., 2.])
+
+
+def test_run_inside_run_raises(two):
+  with pytest.raises(errors.FailedPreconditionError):
+    two.run(lambda: two.run(lambda: 1))
+
+
+def test_different_structures_on_replicas_raise(two):
+  def step():
+    r = dist.get_replica_context().replica_id_in_sync_group
+    return (1, 2) if r == 0 else (1, 2, 3)
+
+  with pytest.raises(ValueError, match="replica 1"):
+    two.run(step)
+
+
+def test_values_of_another_strategy_are_refused(two):
+  other = dist.MirroredStrategy(["CPU:0", "CPU:1"])
+  out = other.run(lambda: np.float32(1))
+  with pytest.raises(errors.InvalidArgumentError, match="another one"):
+    two.run(lambda x: x, args=(out,))
+  with pytest.raises(errors.InvalidArgumentError, match="another one"):
+    two.reduce("sum", out)
+  moved = dist.PerReplica(other.experimental_local_results(out))
+  assert float(two.reduce("sum", moved)) == 2.0
+
+
+def test_wrong_replica_count_raises(two):
+  with pytest.raises(errors.InvalidArgumentError, match="expected 2 values"):
+    two.run(lambda x: x, args=(dist.PerReplica([1, 2, 3]),))
+
+
+# --- collectives ------------------------------------------------------------------
+
+
+def test_all_reduce_all_gather_merge_call(two):
+  def step():
+    ctx = dist.get_replica_context()
+    r = ctx.replica_id_in_sync_group
+    summed = ctx.all_reduce("sum", {"a": np.array([r + 1.], np.float32), "b": (np.array([2 * r], np.int64),)})
+    gathered = ctx.all_gather(np.array([r, r], np.int32), axis=0)
+    merged = ctx.merge_call(lambda strategy, x: strategy.reduce("sum", x), args=(np.float32(r + 1),))
+    return summed["a"], summed["b"][0], gathered, merged
+
+  a, b, g, m = two.run(step)
+  for r in range(2):
+    np.testing.assert_array_equal(np.asarray(a.values[r]), [3.])
+    np.testing.assert_array_equal(np.asarray(b.values[r]), [2])
+    np.testing.assert_array_equal(np.asarray(g.values[r]), [0, 0, 1, 1])
+    assert float(m.values[r]) == 3.0
+
+
+def test_in_place_all_reduce_writes_the_callers_arrays(two):
+  arrays = [np.full(1 << 16, r + 1.0, np.float32) for r in range(2)]  # 256 KiB each
+
+  def step():
+    r = dist.get_replica_context().replica_id_in_sync_group
+    dist.get_replica_context().all_reduce_in_place("sum", [arrays[r]])
+
+  two.run(step)
+  for a in arrays:
+    assert a[0] == 3.0 and a[-1] == 3.0
+
+
+def test_collectives_outside_a_replica_raise(two):
+  with two.scope():
+    assert dist.get_replica_context() is None  # as TF's None
+    assert dist.in_cross_replica_context()
+    assert dist.get_strategy() is two
+  assert dist.get_replica_context() is not None  # the default replica context
+  with pytest.raises(errors.FailedPreconditionError, match="not in a replica context"):
+    with two.scope():
+      from distribute import _core
+      _core.all_reduce("SUM", [dist.convert_to_tensor(1.0)], None)
+
+
+def test_error_classes_share_one_base():
+  for cls in errors.BY_CODE.values():
+    assert issubclass(cls, errors.Error)
+  assert issubclass(errors.InvalidArgumentError, ValueError)
+
+
+# --- datasets ------------------------------------------------------------------------
+
+
+def test_dataset_ops_with_python_functions_and_structures():
+  x = np.arange(12, dtype=np.float32).reshape(6, 2)
+  y = np.arange(6, dtype=np.int64)
+  ds = dist.data.Dataset.from_tensor_slices({"x": x, "y": y})
+  ds = ds.map(lambda e: {"x": np.asarray(e["x"]) * 2, "y": e["y"]}).filter(lambda e: int(e["y"]) % 2 == 0)
+  ds = ds.batch(2).repeat(2).take(3).prefetch(1)
+  batches = list(ds)
+  assert len(batches) == 3
+  np.testing.assert_array_equal(np.asarray(batches[0]["y"]), [0, 2])
+  np.testing.assert_array_equal(np.asarray(batches[0]["x"]), [[0, 2], [8, 10]])
+  shuffled = [int(v) for v in dist.data.Dataset.range(10).shuffle(10, seed=3)]
+  assert sorted(shuffled) == list(range(10)) and shuffled != list(range(10))
+
+
+def test_map_tuple_elements_unpack_and_errors_propagate():
+  ds = dist.data.Dataset.from_tensor_slices((np.arange(3, dtype=np.int32), np.arange(3, dtype=np.int32)))
+  assert [int(v) for v in ds.map(lambda a, b: a + b)] == [0, 2, 4]
+
+  def bad(v):
+    raise KeyError("in the pipeline")
+
+  with pytest.raises(KeyError, match="in the pipeline"):
+    list(dist.data.Dataset.range(3).map(bad))
+  with pytest.raises(errors.InvalidArgumentError):
+    list(dist.data.Dataset.range(3).map(lambda v: "text"))
+
+
+def test_distributed_dataset_iteration_protocol(two):
+  ds = dist.data.Dataset.from_tensor_slices(np.arange(8, dtype=np.float32)).batch(4)
+  dds = two.experimental_distribute_dataset(ds)
+  it = iter(dds)
+  first = next(it)
+  assert isinstance(first, dist.PerReplica)
+  np.testing.assert_array_equal(np.asarray(first.values[1]), [2., 3.])
+  assert it.get_next_as_optional().has_value()
+  assert not it.get_next_as_optional().has_value()
+  with pytest.raises(StopIteration):
+    next(it)
+  with pytest.raises(errors.OutOfRangeError):
+    it.get_next()
+  total = dds.reduce(np.float32(0), lambda s, step: s + float(two.reduce("sum", step, axis=0)))
+  assert total == 28.0
+  with pytest.raises(errors.InvalidArgumentError, match="call the batch method"):
+    two.experimental_distribute_dataset(dist.data.Dataset.range(4))
+
+
+def test_distribute_datasets_from_function(two):
+  contexts = []
+
+  def make(ctx):
+    contexts.append(ctx)
+    return dist.data.Dataset.range(4).batch(ctx.get_per_replica_batch_size(4))
+
+  steps = list(two.distribute_datasets_from_function(make))
+  assert contexts[0].num_replicas_in_sync == 2 and contexts[0].num_input_pipelines == 1
+  # Replica r of each step takes its own next element: batches [0, 1] and [2, 3].
+  assert len(steps) == 1
+  np.testing.assert_array_equal(np.asarray(steps[0].values[0]), [0, 1])
+  np.testing.assert_array_equal(np.asarray(steps[0].values[1]), [2, 3])
+
+
+def test_training_a_linear_model_matches_one_replica():
+  rng = np.random.default_rng(0)
+  x = rng.standard_normal((64, 3)).astype(np.float32)
+  y = (x @ np.array([1., -2., .5], np.float32)).astype(np.float32)
+
+  def train(strategy):
+    w = np.zeros(3, np.float32)
+    ds = dist.data.Dataset.from_tensor_slices((x, y)).batch(16)
+    for _ in range(5):
+      for batch in strategy.experimental_distribute_dataset(ds):
+        def step(xb, yb):
+          xb, yb = np.asarray(xb), np.asarray(yb)
+          grad = 2 * xb.T @ (xb @ w - yb) / 16  # per global batch
+          return dist.get_replica_context().all_reduce("sum", grad)
+        g = strategy.experimental_local_results(strategy.run(step, args=batch))[0]
+        w = w - 0.1 * np.asarray(g)
+    return w
+
+  np.testing.assert_allclose(train(dist.MirroredStrategy(["CPU:0"])), train(dist.MirroredStrategy(["CPU:0", "CPU:1"])),
+                             rtol=1e-5, atol=1e-6)
+
+
+def test_torch_tensors_are_wrapped_without_a_copy():
+  torch = pytest.importorskip("torch")
+  t = torch.arange(6, dtype=torch.float32)
+  wrapped = dist.convert_to_tensor(t)
+  assert wrapped._data_address() == t.data_ptr()

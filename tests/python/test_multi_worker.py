@@ -1,0 +1,34 @@
+"""MultiWorkerMirroredStrategy from Python under a real mpirun (2 workers on
+loopback and shared memory), when mpirun is installed."""
+import os
+import pathlib
+import shutil
+import subprocess
+import sys
+
+import pytest
+
+SCRIPT = pathlib.Path(__file__).resolve().parent / "multi_worker_script.py"
+mpirun = shutil.which("mpirun")
+pytestmark = pytest.mark.skipif(mpirun is None, reason="mpirun (openmpi-bin) is not installed")
+
+
+def launch(mode):
+  env = dict(os.environ, OMPI_ALLOW_RUN_AS_ROOT="1", OMPI_ALLOW_RUN_AS_ROOT_CONFIRM="1")
+  command = [mpirun, "-np", "2", "--oversubscribe", "--mca", "oob_tcp_if_include", "lo", "--mca", "pml", "ob1",
+             "--mca", "btl", "self,vader", sys.executable, str(SCRIPT), mode]
+  return subprocess.run(command, env=env, capture_output=True, text=True, timeout=90)
+
+
+def test_two_workers_agree_and_exit_cleanly():
+  done = launch("ok")
+  assert done.returncode == 0, done.stdout + done.stderr
+  for w in (0, 1):
+    assert f"worker {w}: all_reduce 3.0 dataset 28" in done.stdout, done.stdout + done.stderr
+
+
+def test_a_failing_worker_is_reported_to_the_other():
+  done = launch("fail")
+  assert "worker 1: RuntimeError: worker one's replica failed" in done.stdout, done.stdout + done.stderr
+  assert "worker 0: UnavailableError" in done.stdout and "worker 1" in done.stdout, done.stdout + done.stderr
+  assert done.returncode != 0  # a broken channel ends the job with an error status
