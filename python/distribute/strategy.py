@@ -79,14 +79,18 @@ class Strategy:
     kwargs = {} if kwargs is None else kwargs
     if not isinstance(args, (tuple, list)):
       raise InvalidArgumentError(f"Strategy.run: expected args to be a tuple or list, got {type(args).__name__}")
-    self._check_values((args, kwargs), "Strategy.run")
     n = self._core.num_local_replicas
     results = [None] * n
+    distributed = (args or kwargs) and any(isinstance(v, DistributedValues) for v in _nest.flatten((args, kwargs)))
+    if distributed:
+      self._check_values((args, kwargs), "Strategy.run")
 
-    def body(r):
-      a = _select(args, r)
-      k = _select(kwargs, r)
-      results[r] = fn(*a, **k)
+      def body(r):
+        results[r] = fn(*_select(args, r), **_select(kwargs, r))
+    else:
+      # Every replica gets the same arguments (the fast path: nothing to select).
+      def body(r):
+        results[r] = fn(*args, **kwargs)
 
     self._core.run(body)
     return _regroup(results, self._core.id)

@@ -1,0 +1,24 @@
+#!/usr/bin/env bash
+# The Python package's overheads against the C++ calls, measured in one run:
+# the C++ figures first (run_overhead_bench BM_RunVoid/2, all_reduce_bench
+# BM_AllReduce at 4 MiB and 64 MiB on 2 replicas), then bench/python_bench.py
+# with them as references. Needs a release build (cmake --build --preset release).
+# Usage: bench/run_python_bench.sh   (ROUNDS=3 by default: the median of 3 C++ repetitions)
+set -euo pipefail
+cd "$(dirname "$0")/.."
+build=build/release
+rounds=${ROUNDS:-3}
+json() { "$build/bench/$1" --benchmark_filter="$2" --benchmark_repetitions="$rounds" \
+  --benchmark_report_aggregates_only=true --benchmark_format=json 2>/dev/null; }
+median_us() { /usr/bin/python3 -c '
+import json, sys
+runs = [b for b in json.load(sys.stdin)["benchmarks"] if b.get("aggregate_name") == "median"]
+b = runs[0]
+scale = {"ns": 1e-3, "us": 1.0, "ms": 1e3}[b["time_unit"]]
+print(round(b["real_time"] * scale, 3))'; }
+run_us=$(json run_overhead_bench '^BM_RunVoid/2/real_time$' | median_us)
+ar4=$(json all_reduce_bench '^BM_AllReduce/4194304/2/real_time$' | median_us)
+ar64=$(json all_reduce_bench '^BM_AllReduce/67108864/2/real_time$' | median_us)
+echo "C++: run ${run_us} us, all_reduce 4 MiB ${ar4} us, 64 MiB ${ar64} us"
+PYTHONPATH=$build/python /usr/bin/python3 bench/python_bench.py \
+  --cxx "{\"run\": $run_us, \"4194304\": $ar4, \"67108864\": $ar64}"
