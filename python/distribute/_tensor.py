@@ -40,12 +40,7 @@ def _as_array(value):
   if isinstance(value, np.ndarray):
     return value
   if hasattr(value, "__dlpack__") and not isinstance(value, (list, tuple)):
-    if hasattr(value, "detach") and getattr(value, "requires_grad", False):
-      value = value.detach()
-    try:
-      return np.from_dlpack(value)
-    except (TypeError, RuntimeError, BufferError) as e:
-      raise InvalidArgumentError(f"expected a CPU tensor with __dlpack__, got {type(value).__name__}: {e}") from None
+    return dlpack_array(value)
   if isinstance(value, (bool, np.bool_)):
     raise InvalidArgumentError(f"expected a value of one of the supported dtypes ({', '.join(SUPPORTED)}), "
                                f"got a bool")
@@ -74,6 +69,21 @@ def _as_array(value):
     raise InvalidArgumentError(
         f"expected a tensor, a numpy array, a buffer, a __dlpack__ tensor or a number, got {type(value).__name__}") \
         from None
+
+
+def dlpack_array(value):
+  """A numpy view of a ``__dlpack__`` object's memory (no copy): a torch
+  tensor's own writable view (numpy 1.24's from_dlpack is read-only), else
+  numpy's from_dlpack."""
+  if hasattr(value, "detach") and hasattr(value, "numpy"):
+    try:
+      return value.detach().numpy()
+    except (TypeError, RuntimeError) as e:
+      raise InvalidArgumentError(f"expected a CPU torch tensor, got one numpy cannot view: {e}") from None
+  try:
+    return np.from_dlpack(value)
+  except (TypeError, RuntimeError, BufferError) as e:
+    raise InvalidArgumentError(f"expected a CPU tensor with __dlpack__, got {type(value).__name__}: {e}") from None
 
 
 def numpy(t):

@@ -257,9 +257,10 @@ class ReplicaContext:
     supported dtype, of at least 64 KiB each on every replica; smaller or
     read-only ones are copied into as the fallback). Returns ``value``."""
     import numpy as np
+    from ._tensor import dlpack_array
     op = ReduceOp.of(reduce_op).value
     leaves = _nest.flatten(value)
-    arrays = [np.from_dlpack(v) if hasattr(v, "__dlpack__") and not isinstance(v, np.ndarray) else v
+    arrays = [dlpack_array(v) if hasattr(v, "__dlpack__") and not isinstance(v, np.ndarray) else v
               for v in leaves]
     for a in arrays:
       if not isinstance(a, np.ndarray) or not a.flags.writeable:

@@ -1,0 +1,58 @@
+"""examples/python/torch_digits.py: a torch.nn MLP trained data-parallel with
+gradients all-reduced in place through zero-copy views. Skipped without
+Debian's python3-torch (scripts/setup.sh --bench-peers installs it)."""
+import os
+import pathlib
+import shutil
+import subprocess
+import sys
+
+import numpy as np
+import pytest
+
+torch = pytest.importorskip("torch")
+
+import distribute as dist  # noqa: E402
+
+EXAMPLE = pathlib.Path(__file__).resolve().parents[2] / "examples" / "python"
+sys.path.insert(0, str(EXAMPLE))
+import torch_digits  # noqa: E402
+
+
+def weights(model):
+  return [p.detach().numpy().copy() for p in model.parameters()]
+
+
+def test_one_and_two_replicas_end_with_the_same_weights_and_learn():
+  one, acc1 = torch_digits.train(dist.MirroredStrategy(["CPU:0"]), epochs=4)
+  two, acc2 = torch_digits.train(dist.MirroredStrategy(["CPU:0", "CPU:1"]), epochs=4)
+  for a, b in zip(weights(one), weights(two)):
+    np.testing.assert_allclose(a, b, rtol=1e-4, atol=1e-5)
+  assert acc1 == pytest.approx(acc2, abs=0.01)
+
+
+def test_it_reaches_95_percent():
+  _, accuracy = torch_digits.train(dist.MirroredStrategy(["CPU:0", "CPU:1"]), epochs=15)
+  assert accuracy >= 0.95
+
+
+def test_the_grads_are_reduced_in_place():
+  s = dist.MirroredStrategy(["CPU:0", "CPU:1"])
+  grads = [torch.full((1 << 16,), float(r + 1)) for r in range(2)]  # 256 KiB each
+  addresses = [g.data_ptr() for g in grads]
+  s.run(lambda: dist.get_replica_context().all_reduce_in_place(
+      "sum", [grads[dist.get_replica_context().replica_id_in_sync_group]]))
+  for g, address in zip(grads, addresses):
+    assert g.data_ptr() == address and float(g[0]) == 3.0 and float(g[-1]) == 3.0
+
+
+@pytest.mark.skipif(shutil.which("mpirun") is None, reason="mpirun is not installed")
+def test_the_same_script_under_mpirun():
+  env = dict(os.environ, OMPI_ALLOW_RUN_AS_ROOT="1", OMPI_ALLOW_RUN_AS_ROOT_CONFIRM="1")
+  done = subprocess.run(["mpirun", "-np", "2", "--oversubscribe", "--mca", "oob_tcp_if_include", "lo", "--mca", "pml",
+                         "ob1", "--mca", "btl", "self,vader", sys.executable, str(EXAMPLE / "torch_digits.py"),
+                         "--strategy", "multi_worker", "--replicas", "1"],
+                        env=env, capture_output=True, text=True, timeout=300)
+  assert done.returncode == 0, done.stdout + done.stderr
+  accuracy = float(done.stdout.split("test accuracy")[1])
+  assert accuracy >= 0.95
