@@ -23,6 +23,15 @@ task, with the same global batch:
 
 Modes:
   single --threads N          one process, torch.set_num_threads(N)
+  distribute --replicas N     one process, distribute's MirroredStrategy over
+                              N replicas (threads, --threads torch threads in
+                              all, default 1): each replica runs its piece of
+                              the global batch (the split DDP mode uses) on
+                              its own copy of the model, the gradients are
+                              summed in place (all_reduce_in_place on the
+                              .grad tensors), and every replica's optimizer
+                              makes the same step (the Python package,
+                              issue 13; PYTHONPATH=build/release/python)
   ddp --world-size W          W processes (torch.multiprocessing spawn),
                               DistributedDataParallel over gloo on 127.0.0.1,
                               --threads (default 1) threads per process
@@ -173,6 +182,50 @@ def run_single(args):
     report(args, "single", 1, samples, seconds, accuracy(model, test_x, test_y), loss)
 
 
+def run_distribute(args):
+    import copy
+    import distribute
+    torch.set_num_threads(args.threads)
+    train_x, train_y, test_x, test_y = load_split(args.data, args.seed)
+    strategy = distribute.MirroredStrategy([f"CPU:{i}" for i in range(args.replicas)])
+    n_rep = args.replicas
+    base = make_model(args.hidden, args.seed)
+    models = [copy.deepcopy(base) for _ in range(n_rep)]
+    optimizers = [torch.optim.SGD(m.parameters(), lr=args.learning_rate, momentum=args.momentum) for m in models]
+    loss_fn = nn.CrossEntropyLoss(reduction="sum")
+    g = args.batch_size
+    n = train_x.shape[0]
+    losses = [0.0] * n_rep
+
+    def step(batch):
+        r = distribute.get_replica_context().replica_id_in_sync_group
+        piece = -(-batch.shape[0] // n_rep)
+        mine = batch[r * piece:(r + 1) * piece]
+        model, optimizer = models[r], optimizers[r]
+        optimizer.zero_grad(set_to_none=False)
+        loss = loss_fn(model(train_x.index_select(0, mine)), train_y.index_select(0, mine))
+        (loss / g).backward()
+        distribute.get_replica_context().all_reduce_in_place("sum", [p.grad for p in model.parameters()])
+        optimizer.step()
+        losses[r] += loss.item()
+
+    samples = 0
+    start = None
+    for epoch in range(args.warmup_epochs + args.epochs):
+        if epoch == args.warmup_epochs:
+            start = time.perf_counter()
+        generator = torch.Generator().manual_seed(args.seed * 1000003 + epoch)
+        order = torch.randperm(n, generator=generator)
+        losses[:] = [0.0] * n_rep
+        for b in range(0, n, g):
+            batch = order[b:b + g]
+            strategy.run(step, args=(batch,))
+            if epoch >= args.warmup_epochs:
+                samples += batch.shape[0]
+    seconds = time.perf_counter() - start
+    report(args, "distribute", n_rep, samples, seconds, accuracy(models[0], test_x, test_y), sum(losses) / n)
+
+
 def ddp_worker(rank, args, port):
     torch.set_num_threads(args.threads)
     dist.init_process_group("gloo", init_method=f"tcp://127.0.0.1:{port}", rank=rank,
@@ -198,7 +251,8 @@ def free_port():
 
 def main():
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    parser.add_argument("mode", choices=["single", "ddp"])
+    parser.add_argument("mode", choices=["single", "ddp", "distribute"])
+    parser.add_argument("--replicas", type=int, default=2, help="distribute mode: replicas (threads)")
     parser.add_argument("--threads", type=int, default=None,
                         help="torch threads per process (default: 1 for ddp, all cores for single)")
     parser.add_argument("--world-size", type=int, default=2, help="ddp processes")
@@ -221,9 +275,11 @@ def main():
     if args.epochs < 1 or args.warmup_epochs < 0 or args.batch_size < 1 or args.world_size < 1:
         parser.error("--epochs, --batch-size and --world-size must be >= 1, --warmup-epochs >= 0")
     if args.threads is None:
-        args.threads = 1 if args.mode == "ddp" else (os.cpu_count() or 1)
+        args.threads = 1 if args.mode in ("ddp", "distribute") else (os.cpu_count() or 1)
     if args.mode == "single":
         run_single(args)
+    elif args.mode == "distribute":
+        run_distribute(args)
     else:
         mp.spawn(ddp_worker, args=(args, free_port()), nprocs=args.world_size, join=True)
 
