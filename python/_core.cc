@@ -402,6 +402,53 @@ PYBIND11_MODULE(_core, m) {
       py::return_value_policy::reference);
   m.def("usable_cpu_count", &dist::usable_cpu_count);
 
+  // --- Variables and checkpoints ----------------------------------------------
+  // Every call may communicate (a MirroredVariable's replica-context update
+  // is a merge_call; multi-worker creation and reads cross the workers): the
+  // GIL is released.
+  py::class_<dist::Variable>(m, "Variable")
+      .def(py::init([](const dist::Tensor& initial, std::string name, const std::string& synchronization,
+                       const std::string& aggregation, std::optional<bool> trainable) {
+             dist::VariableOptions options;
+             options.name = std::move(name);
+             options.trainable = trainable;
+             if (synchronization == "AUTO") options.synchronization = dist::VariableSynchronization::AUTO;
+             else if (synchronization == "NONE") options.synchronization = dist::VariableSynchronization::NONE;
+             else if (synchronization == "ON_WRITE") options.synchronization = dist::VariableSynchronization::ON_WRITE;
+             else if (synchronization == "ON_READ") options.synchronization = dist::VariableSynchronization::ON_READ;
+             else throw dist::InvalidArgumentError("Variable: expected synchronization AUTO, NONE, ON_WRITE or "
+                                                   "ON_READ, got " + synchronization);
+             if (aggregation == "NONE") options.aggregation = dist::VariableAggregation::NONE;
+             else if (aggregation == "SUM") options.aggregation = dist::VariableAggregation::SUM;
+             else if (aggregation == "MEAN") options.aggregation = dist::VariableAggregation::MEAN;
+             else if (aggregation == "ONLY_FIRST_REPLICA") options.aggregation = dist::VariableAggregation::ONLY_FIRST_REPLICA;
+             else throw dist::InvalidArgumentError("Variable: expected aggregation NONE, SUM, MEAN or "
+                                                   "ONLY_FIRST_REPLICA, got " + aggregation);
+             py::gil_scoped_release nogil;
+             return dist::Variable(initial, options);
+           }))
+      .def_property_readonly("name", &dist::Variable::name)
+      .def_property_readonly("trainable", &dist::Variable::trainable)
+      .def_property_readonly("is_mirrored", &dist::Variable::is_mirrored)
+      .def_property_readonly("is_sync_on_read", &dist::Variable::is_sync_on_read)
+      .def("value", &dist::Variable::value, py::call_guard<py::gil_scoped_release>())
+      .def("values", &dist::Variable::values, py::call_guard<py::gil_scoped_release>())
+      .def("assign", &dist::Variable::assign, py::call_guard<py::gil_scoped_release>())
+      .def("assign_add", &dist::Variable::assign_add, py::call_guard<py::gil_scoped_release>())
+      .def("assign_sub", &dist::Variable::assign_sub, py::call_guard<py::gil_scoped_release>())
+      .def("__repr__", &dist::Variable::to_string);
+  py::class_<dist::Checkpoint>(m, "Checkpoint")
+      .def(py::init([](std::optional<int> max_to_keep) {
+        dist::CheckpointOptions options;
+        options.max_to_keep = max_to_keep;
+        return dist::Checkpoint(options);
+      }))
+      .def("track", [](dist::Checkpoint& c, const std::string& name, dist::Variable v) { c.track(name, std::move(v)); })
+      .def("tracked_names", &dist::Checkpoint::tracked_names)
+      .def("save", &dist::Checkpoint::save, py::call_guard<py::gil_scoped_release>())
+      .def("restore", &dist::Checkpoint::restore, py::call_guard<py::gil_scoped_release>());
+  m.def("latest_checkpoint", &dist::latest_checkpoint, py::call_guard<py::gil_scoped_release>());
+
   // --- Context and collectives -----------------------------------------------
   // The current replica's (local index, id in sync, replicas in sync, the
   // strategy's id), or None in cross-replica context.

@@ -22,6 +22,7 @@ from .values import DistributedValues, Mirrored, Optional, PerReplica, ReduceOp
 from .strategy import (DistributedDataset, DistributedIterator, MirroredStrategy, MultiWorkerMirroredStrategy,
                        OneDeviceStrategy, ReplicaContext, Strategy, get_replica_context, get_strategy,
                        has_strategy, in_cross_replica_context)
+from .variables import Checkpoint, Variable, VariableAggregation, VariableSynchronization, latest_checkpoint
 from .errors import (Error, CancelledError, InvalidArgumentError, DeadlineExceededError, FailedPreconditionError,
                      OutOfRangeError, UnavailableError, UnimplementedError, InternalError, DataLossError)
 
@@ -39,5 +40,6 @@ __all__ = [
     "Tensor", "convert_to_tensor", "DistributedValues", "PerReplica", "Mirrored", "Optional", "ReduceOp",
     "Strategy", "MirroredStrategy", "OneDeviceStrategy", "MultiWorkerMirroredStrategy", "ReplicaContext",
     "DistributedDataset", "DistributedIterator", "InputContext", "get_replica_context", "get_strategy",
-    "has_strategy", "in_cross_replica_context", "data", "errors", "usable_cpu_count",
+    "has_strategy", "in_cross_replica_context", "data", "errors", "usable_cpu_count", "Variable",
+    "VariableAggregation", "VariableSynchronization", "Checkpoint", "latest_checkpoint",
 ]

@@ -66,3 +66,7 @@ distribute = _types.SimpleNamespace(
 )
 data = _types.SimpleNamespace(Dataset=_dist.data.Dataset, AUTOTUNE=_dist.data.AUTOTUNE)
 errors = _dist.errors
+Variable = _dist.Variable
+VariableAggregation = _dist.VariableAggregation
+VariableSynchronization = _dist.VariableSynchronization
+train = _types.SimpleNamespace(Checkpoint=_dist.Checkpoint, latest_checkpoint=_dist.latest_checkpoint)

@@ -1,0 +1,57 @@
+"""Variables under a strategy's scope and checkpoints, from Python."""
+import numpy as np
+import pytest
+
+import distribute as dist
+from distribute import errors
+
+
+def test_a_mirrored_variable_aggregates_replica_updates():
+  s = dist.MirroredStrategy(["CPU:0", "CPU:1"])
+  with s.scope():
+    v = dist.Variable(np.zeros(2, np.float32), name="w", aggregation="sum")
+  assert v._core.is_mirrored
+
+  def step():
+    r = dist.get_replica_context().replica_id_in_sync_group
+    v.assign_add(np.array([r + 1.0, 1.0], np.float32))
+
+  s.run(step)
+  for component in v.values:
+    np.testing.assert_array_equal(np.asarray(component), [3., 2.])
+
+
+def test_a_sync_on_read_variable_sums_when_read():
+  s = dist.MirroredStrategy(["CPU:0", "CPU:1"])
+  with s.scope():
+    seen = dist.Variable(np.float32(0), synchronization=dist.VariableSynchronization.ON_READ,
+                         aggregation=dist.VariableAggregation.SUM)
+  s.run(lambda: seen.assign_add(np.float32(1)))
+  with s.scope():
+    assert float(np.asarray(seen.value())) == 2.0
+
+
+def test_an_ordinary_variable_updated_by_replicas_names_the_fix():
+  s = dist.MirroredStrategy(["CPU:0", "CPU:1"])
+  counter = dist.Variable(np.float32(0), name="counter")
+  with pytest.raises(errors.FailedPreconditionError, match="strategy.scope"):
+    s.run(lambda: counter.assign_add(np.float32(1)))
+  assert float(counter.numpy()) == 0.0
+
+
+def test_checkpoint_round_trip_and_bad_files(tmp_path):
+  s = dist.MirroredStrategy(["CPU:0", "CPU:1"])
+  with s.scope():
+    w = dist.Variable(np.array([1., 2.], np.float32), name="w")
+  ckpt = dist.Checkpoint(w=w)
+  path = ckpt.save(tmp_path)
+  assert dist.latest_checkpoint(tmp_path) == path
+  with s.scope():
+    w.assign(np.array([9., 9.], np.float32))
+  ckpt.restore(path)
+  np.testing.assert_array_equal(np.asarray(w.values[1]), [1., 2.])
+  (tmp_path / "ckpt-9.dckpt").write_bytes(b"not a checkpoint")
+  with pytest.raises(errors.DataLossError):
+    ckpt.restore(tmp_path / "ckpt-9.dckpt")
+  with pytest.raises(errors.InvalidArgumentError):
+    dist.Checkpoint(x=3)
