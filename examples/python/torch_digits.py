@@ -13,7 +13,14 @@ identical. The same script runs under mpirun with
 """
 import argparse
 import copy
+import os
 import pathlib
+
+# One BLAS thread per replica: each replica is a thread already, and a
+# threaded BLAS splits its sums differently with another replica count, so
+# that 1 and N replicas would drift apart by rounding (set before numpy and
+# torch load the BLAS).
+os.environ.setdefault("OMP_NUM_THREADS", "1")
 
 import numpy as np
 import torch

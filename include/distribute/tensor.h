@@ -190,8 +190,12 @@ class Tensor {
   // caller's buffer (as MPI_IN_PLACE does). Otherwise the buffer must not
   // change while any Tensor of it is alive (the library reads it from any
   // thread, and Tensors are immutable): the caller may write it again once
-  // every Tensor of it is gone (owner released), or, for a donated
-  // all_reduce, after the call returned.
+  // every Tensor of it is gone (owner released), or after a donated
+  // all_reduce returned it as the result (reduced in place). A collective
+  // that did not reduce it in place may still be read by the other
+  // replicas after this replica's call returned (a small all_reduce has no
+  // closing barrier): write it only after the next collective of every
+  // replica has begun, e.g. after another collective call returned.
   static Tensor wrap(DType dtype, Shape shape, const void* data, std::shared_ptr<const void> owner,
                      bool writable = false);
   // A std::vector moved in (no copy): the tensor owns it.

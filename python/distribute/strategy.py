@@ -12,6 +12,7 @@ from .errors import InvalidArgumentError, OutOfRangeError
 from .values import DistributedValues, Mirrored, Optional, PerReplica, ReduceOp
 
 _strategies = weakref.WeakValueDictionary()  # id -> Python Strategy object
+_BARRIER = None  # a scalar tensor, made on first use
 
 
 def _register(strategy):
@@ -266,11 +267,20 @@ class ReplicaContext:
       if not isinstance(a, np.ndarray) or not a.flags.writeable:
         raise InvalidArgumentError(f"all_reduce_in_place: expected writable arrays or tensors, got "
                                    f"{type(a).__name__}")
-    results = _core.all_reduce_donated(op, [convert(a) for a in arrays],
-                                       getattr(options, "timeout_seconds", None))
-    for a, r in zip(arrays, results):
-      out = np.asarray(memoryview(r))
-      if out.ctypes.data != a.ctypes.data:
+    global _BARRIER
+    if _BARRIER is None:
+      _BARRIER = convert(np.zeros((), np.float32))
+    timeout = getattr(options, "timeout_seconds", None)
+    results = _core.all_reduce_donated(op, [convert(a) for a in arrays], timeout)
+    copies = [(a, np.asarray(memoryview(r))) for a, r in zip(arrays, results)]
+    copies = [(a, out) for a, out in copies if out.ctypes.data != a.ctypes.data]
+    if copies:
+      # Not reduced in place (small, or read-only somewhere): the other
+      # replicas may still read this replica's arrays until they leave the
+      # call. A second collective is the barrier (every replica makes the
+      # same decision: the in-place set is the same on all of them).
+      _core.all_reduce("SUM", [_BARRIER], timeout)
+      for a, out in copies:
         np.copyto(a, out.reshape(a.shape))
     return value
 

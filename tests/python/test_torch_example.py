@@ -24,6 +24,8 @@ def weights(model):
 
 
 def test_one_and_two_replicas_end_with_the_same_weights_and_learn():
+  # (With one BLAS thread, OMP_NUM_THREADS=1 as CTest and the example set:
+  # a threaded OpenBLAS rounds differently under another concurrency.)
   one, acc1 = torch_digits.train(dist.MirroredStrategy(["CPU:0"]), epochs=4)
   two, acc2 = torch_digits.train(dist.MirroredStrategy(["CPU:0", "CPU:1"]), epochs=4)
   for a, b in zip(weights(one), weights(two)):
