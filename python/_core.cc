@@ -79,6 +79,11 @@ class PythonError : public std::exception {
 // (creating one per call would cost tens of microseconds each time).
 template <class F>
 auto with_gil(F&& f) {
+  // Taking the GIL while the interpreter finalizes ends the thread
+  // (pthread_exit): refuse instead.
+  if (_Py_IsFinalizing() != 0) {
+    throw dist::CancelledError("a Python function was called while the interpreter is exiting");
+  }
   py::gil_scoped_acquire gil;
   thread_local bool kept = false;
   if (!kept) {
@@ -96,6 +101,8 @@ auto with_gil(F&& f) {
 
 std::optional<dist::DType> dtype_of_format(const py::buffer_info& info) {
   if (info.format.empty()) return std::nullopt;
+  // Native byte order only ('<' on this little-endian target, '=' and '@').
+  if (info.format.size() > 1 && (info.format[0] == '>' || info.format[0] == '!')) return std::nullopt;
   const char f = info.format.back();
   const auto size = static_cast<std::size_t>(info.itemsize);
   if (f == 'f' && size == 4) return dist::DType::kFloat32;
@@ -189,6 +196,29 @@ struct ReleasingDeleter {
 };
 template <class T>
 using Owned = std::unique_ptr<T, ReleasingDeleter<T>>;
+
+// An iterator Python can close before the interpreter finalizes (the
+// package's atexit hook does): its pipeline threads, which may be calling
+// Python map functions, are stopped and joined with the GIL released.
+template <class It>
+struct Closable {
+  explicit Closable(It it) : iterator(std::make_unique<It>(std::move(it))) {}
+  ~Closable() { close(); }
+  It& get() {
+    if (!iterator) throw dist::FailedPreconditionError("the iterator was closed (the interpreter is exiting)");
+    return *iterator;
+  }
+  void close() {
+    if (!iterator) return;
+    if (Py_IsInitialized() != 0 && _Py_IsFinalizing() == 0 && PyGILState_Check() != 0) {
+      py::gil_scoped_release nogil;
+      iterator.reset();
+    } else {
+      iterator.reset();
+    }
+  }
+  std::unique_ptr<It> iterator;
+};
 
 // A strategy's scope held by a Python context manager (exit() ends it, on
 // the thread that entered it).
@@ -288,14 +318,16 @@ PYBIND11_MODULE(_core, m) {
              });
            })
       .def("make_iterator", [](const dist::Dataset& d) {
-        return Owned<dist::Dataset::Iterator>(new dist::Dataset::Iterator(d.make_iterator()));
+        return std::make_unique<Closable<dist::Dataset::Iterator>>(d.make_iterator());
       });
-  py::class_<dist::Dataset::Iterator, Owned<dist::Dataset::Iterator>>(m, "DatasetIterator")
-      .def("get_next_as_optional", [](dist::Dataset::Iterator& it) -> std::optional<std::vector<dist::Tensor>> {
+  using DatasetIterator = Closable<dist::Dataset::Iterator>;
+  py::class_<DatasetIterator>(m, "DatasetIterator")
+      .def("close", &DatasetIterator::close)
+      .def("get_next_as_optional", [](DatasetIterator& it) -> std::optional<std::vector<dist::Tensor>> {
         std::optional<dist::Element> e;
         {
           py::gil_scoped_release nogil;
-          e = it.get_next_as_optional();
+          e = it.get().get_next_as_optional();
         }
         if (!e.has_value()) return std::nullopt;
         return e->components();
@@ -313,16 +345,18 @@ PYBIND11_MODULE(_core, m) {
   py::class_<dist::DistributedDataset>(m, "DistributedDataset")
       .def_property_readonly("num_replicas_in_sync", &dist::DistributedDataset::num_replicas_in_sync)
       .def("make_iterator", [](const dist::DistributedDataset& d) {
-        return Owned<dist::DistributedIterator>(new dist::DistributedIterator(d.make_iterator()));
+        return std::make_unique<Closable<dist::DistributedIterator>>(d.make_iterator());
       });
   // A step: per local replica, the element's components.
-  py::class_<dist::DistributedIterator, Owned<dist::DistributedIterator>>(m, "DistributedIterator")
+  using DistributedIterator = Closable<dist::DistributedIterator>;
+  py::class_<DistributedIterator>(m, "DistributedIterator")
+      .def("close", &DistributedIterator::close)
       .def("get_next_as_optional",
-           [](dist::DistributedIterator& it) -> std::optional<std::vector<std::vector<dist::Tensor>>> {
+           [](DistributedIterator& it) -> std::optional<std::vector<std::vector<dist::Tensor>>> {
              std::optional<dist::PerReplica<dist::Element>> step;
              {
                py::gil_scoped_release nogil;
-               step = it.get_next_as_optional();
+               step = it.get().get_next_as_optional();
              }
              if (!step.has_value()) return std::nullopt;
              std::vector<std::vector<dist::Tensor>> out;

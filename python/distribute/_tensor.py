@@ -19,8 +19,15 @@ _style = {"tf": False}
 def convert(value, dtype=None):
   """A Tensor for ``value``: a Tensor as is; a C-contiguous numpy array (or
   any buffer or ``__dlpack__`` object, e.g. a torch tensor) of a supported
-  dtype wrapped without a copy; a non-contiguous array copied once; Python
-  numbers and lists as TF converts them (float -> float32, int -> int32)."""
+  dtype wrapped without a copy; a non-contiguous or non-native-byte-order
+  array copied once; Python numbers and lists as TF converts them (float ->
+  float32, int -> int32).
+
+  A wrapped array is shared, not copied: it must not be written while the
+  tensor (or a dataset, a result made from it) is in use. Tensors
+  themselves cannot be written: np.asarray(t) is a read-only view. (There
+  is no __dlpack__ export yet: torch.from_numpy(np.asarray(t)) views a
+  tensor, with torch's warning about read-only memory.)"""
   if isinstance(value, Tensor):
     if dtype is not None and value.dtype != np.dtype(dtype).name:
       return convert(np.asarray(value).astype(dtype))
@@ -28,6 +35,8 @@ def convert(value, dtype=None):
   array = _as_array(value)
   if dtype is not None and array.dtype != np.dtype(dtype):
     array = array.astype(dtype)
+  if array.dtype.byteorder not in ("=", "|") and array.dtype.newbyteorder("=") in _NUMPY_DTYPES:
+    array = array.astype(array.dtype.newbyteorder("="))  # one copy into native byte order
   if array.dtype not in _NUMPY_DTYPES:
     raise InvalidArgumentError(
         f"expected a value of one of the supported dtypes ({', '.join(SUPPORTED)}), got dtype {array.dtype}")
@@ -128,8 +137,6 @@ def _install():
   Tensor.__int__ = lambda self: int(numpy(self))
   Tensor.__index__ = lambda self: int(numpy(self))
   Tensor.ndim = property(lambda self: len(self.shape))
-  Tensor.__dlpack__ = lambda self, stream=None: numpy(self).__dlpack__()
-  Tensor.__dlpack_device__ = lambda self: (1, 0)  # kDLCPU
   Tensor.__eq__ = lambda self, other: (isinstance(other, Tensor) and self.shape == other.shape
                                        and self.dtype == other.dtype
                                        and bool(np.array_equal(numpy(self), numpy(other))))

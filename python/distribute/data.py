@@ -5,7 +5,9 @@ converted to tensors, as tf.data does. Transformations run in the C++
 pipeline; map and filter functions are called from its threads under the
 GIL."""
 
+import atexit
 import threading
+import weakref
 
 from . import _core, _nest
 from ._tensor import convert
@@ -14,12 +16,32 @@ from .values import Optional
 
 AUTOTUNE = -1
 
+# Every live iterator of the C++ pipeline (Dataset's and DistributedDataset's):
+# closed at exit, before the interpreter finalizes, so that no pipeline
+# thread is left calling a Python map function then.
+_live_iterators = weakref.WeakSet()
+
+
+def _track(core_iterator):
+  _live_iterators.add(core_iterator)
+  return core_iterator
+
+
+@atexit.register
+def _close_live_iterators():
+  for it in list(_live_iterators):
+    it.close()
+
+
+_UNSET = object()
+
 
 class _Structure:
   """An element's structure: known at once for sources, after the first
-  call of the function for map (the function decides)."""
+  call of the function for map (the function decides). A template of None
+  is a single-tensor element."""
 
-  def __init__(self, template=None):
+  def __init__(self, template=_UNSET):
     self._template = template
     self._lock = threading.Lock()
 
@@ -29,7 +51,7 @@ class _Structure:
 
   def settle(self, template, what):
     with self._lock:
-      if self._template is None:
+      if self._template is _UNSET:
         self._template = template
         return
     _nest.assert_same_structure(self._template, template, lists=False, a_name=f"{what}'s first",
@@ -87,6 +109,9 @@ class Dataset:
       raise InvalidArgumentError(f"Dataset.range: expected 1 to 3 arguments, got {len(args)}")
     start, stop, step = (0, args[0], 1) if len(args) == 1 else (args[0], args[1], args[2] if len(args) == 3 else 1)
     return Dataset(_core.Dataset.range(int(start), int(stop), int(step)), _Structure(None))
+
+  # (Sources share the caller's arrays without copying them: do not write
+  # an array while a dataset made from it is in use.)
 
   # --- transformations ---
   def _derive(self, core, structure=None):
@@ -146,7 +171,7 @@ class Dataset:
 
   # --- iteration ---
   def __iter__(self):
-    return _DatasetIterator(self._core.make_iterator(), self._structure)
+    return _DatasetIterator(_track(self._core.make_iterator()), self._structure)
 
   def reduce(self, initial_state, reduce_func):
     state = initial_state

@@ -7,7 +7,7 @@ import weakref
 
 from . import _core, _nest
 from ._tensor import Tensor, convert
-from .data import Dataset, _pack
+from .data import Dataset, _pack, _track
 from .errors import InvalidArgumentError, OutOfRangeError
 from .values import DistributedValues, Mirrored, Optional, PerReplica, ReduceOp
 
@@ -208,8 +208,11 @@ def _select(value, r):
 
 
 def _regroup(values, origin):
-  """Per-replica results -> a structure of PerReplica (TF's regroup)."""
+  """Per-replica results -> a structure of PerReplica (TF's regroup; one
+  replica's value is returned as it is, as TF does)."""
   first = values[0]
+  if len(values) == 1:
+    return first
   if first is None and all(v is None for v in values):
     return None
   if _nest.is_structure(first):
@@ -340,7 +343,7 @@ class DistributedDataset:
     self._strategy, self._core, self._structure = strategy, core, structure
 
   def __iter__(self):
-    return DistributedIterator(self._strategy, self._core.make_iterator(), self._structure)
+    return DistributedIterator(self._strategy, _track(self._core.make_iterator()), self._structure)
 
   def reduce(self, initial_state, reduce_func):
     """reduce_func(state, step) over every step, from initial_state."""

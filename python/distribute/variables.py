@@ -40,6 +40,10 @@ def _name_of(value, enum_type):
 class Variable:
   def __init__(self, initial_value, name="Variable", synchronization=VariableSynchronization.AUTO,
                aggregation=VariableAggregation.NONE, trainable=None, dtype=None):
+    # The initial value is copied (as TF does): the caller's array stays its own.
+    if not isinstance(initial_value, _core.Tensor):
+      initial_value = np.array(initial_value, dtype=dtype, copy=True) if isinstance(initial_value, np.ndarray) \
+          else initial_value
     self._core = _core.Variable(convert(initial_value, dtype), name,
                                 _name_of(synchronization, VariableSynchronization),
                                 _name_of(aggregation, VariableAggregation), trainable)

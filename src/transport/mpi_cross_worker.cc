@@ -734,15 +734,7 @@ class MpiCrossWorker final : public CrossWorker {
   bool test_every(Requests& requests) {
     std::lock_guard<std::mutex> lock(process_.mutex());
     bool all = true;
-    for (MPI_Request& r : requests.requests) {
-      if (r == MPI_REQUEST_NULL) continue;
-      int done = 0;
-      MPI_Status status;
-      const int code = MPI_Test(&r, &done, &status);
-      if (code != MPI_SUCCESS && error_class(code) != MPI_ERR_TRUNCATE) check_mpi(code, "MPI_Test");
-      if (code != MPI_SUCCESS) r = MPI_REQUEST_NULL;
-      all = all && r == MPI_REQUEST_NULL;
-    }
+    for (MPI_Request& r : requests.requests) all = test_one_locked(r) && all;
     return all;
   }
 
@@ -750,17 +742,22 @@ class MpiCrossWorker final : public CrossWorker {
   // one still pending: one MPI_Test drives MPI's progress for all of them.
   bool test_locked(Requests& requests) {
     for (MPI_Request& r : requests.requests) {
-      if (r == MPI_REQUEST_NULL) continue;
-      int done = 0;
-      MPI_Status status;
-      const int code = MPI_Test(&r, &done, &status);
-      // A truncated receive (a peer's larger buffer) completes: the header
-      // check that follows names the mismatch.
-      if (code != MPI_SUCCESS && error_class(code) != MPI_ERR_TRUNCATE) check_mpi(code, "MPI_Test");
-      if (code != MPI_SUCCESS) r = MPI_REQUEST_NULL;
-      if (r != MPI_REQUEST_NULL) return false;
+      if (!test_one_locked(r)) return false;
     }
     return true;
+  }
+
+  // True when `r` completed (or was already). A truncated receive (a peer's
+  // larger buffer) completes: the header check that follows names the
+  // mismatch.
+  static bool test_one_locked(MPI_Request& r) {
+    if (r == MPI_REQUEST_NULL) return true;
+    int done = 0;
+    MPI_Status status;
+    const int code = MPI_Test(&r, &done, &status);
+    if (code != MPI_SUCCESS && error_class(code) != MPI_ERR_TRUNCATE) check_mpi(code, "MPI_Test");
+    if (code != MPI_SUCCESS) r = MPI_REQUEST_NULL;
+    return r == MPI_REQUEST_NULL;
   }
 
   // Raises UnavailableError when a peer reported a failure, unless this

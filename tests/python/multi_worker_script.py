@@ -14,7 +14,7 @@ w = s._core.worker_index
 out = s.run(lambda: dist.get_replica_context().all_reduce("sum", np.array([w + 1.0], np.float32)))
 ds = dist.data.Dataset.range(8).batch(4)
 total = sum(int(s.reduce("sum", step, axis=0)) for step in s.experimental_distribute_dataset(ds))
-print(f"worker {w}: all_reduce {float(np.asarray(out.values[0])[0])} dataset {total}", flush=True)
+print(f"worker {w}: all_reduce {float(np.asarray(s.experimental_local_results(out)[0])[0])} dataset {total}", flush=True)
 if mode == "fail":
   def step():
     if w == 1:

@@ -1,5 +1,7 @@
 #include "runtime/cpu_count.h"
 
+#include "testing/helpers.h"
+
 #include <gtest/gtest.h>
 #include <pthread.h>
 #include <sched.h>
@@ -234,24 +236,8 @@ TEST(UsableCores, CountsTheAffinityMaskCappedByTheQuota) {
 TEST(UsableCores, SeesAThreadPinnedToOneCore) {
   // As under taskset -c N or an mpirun rank bound to a core: replicas must
   // then count one core, whatever the machine has.
-  cpu_set_t mine;
-  CPU_ZERO(&mine);
-  ASSERT_EQ(sched_getaffinity(0, sizeof(mine), &mine), 0);
-  constexpr std::size_t kNone = CPU_SETSIZE;
-  std::size_t first = kNone;
-  for (std::size_t c = 0; c < kNone && first == kNone; ++c) {
-    if (CPU_ISSET(c, &mine)) first = c;
-  }
-  ASSERT_NE(first, kNone);
   unsigned seen = 0;
-  std::thread pinned([&] {
-    cpu_set_t one;
-    CPU_ZERO(&one);
-    CPU_SET(first, &one);
-    ASSERT_EQ(pthread_setaffinity_np(pthread_self(), sizeof(one), &one), 0);
-    seen = usable_cores();
-  });
-  pinned.join();
+  testing::run_on_one_cpu([&] { seen = usable_cores(); });
   EXPECT_EQ(seen, 1u);
 }
 

@@ -165,27 +165,13 @@ TEST(MirroredStrategyDevices, DefaultHasOneReplicaPerUsableCpu) {
 TEST(MirroredStrategyDevices, DefaultOnAThreadPinnedToOneCpuHasOneReplica) {
   // The mask is the calling thread's: as under taskset -c N, or an mpirun
   // rank bound to one core.
-  cpu_set_t mine;
-  CPU_ZERO(&mine);
-  ASSERT_EQ(sched_getaffinity(0, sizeof(mine), &mine), 0);
-  constexpr std::size_t kNone = CPU_SETSIZE;
-  std::size_t first = kNone;
-  for (std::size_t c = 0; c < kNone && first == kNone; ++c) {
-    if (CPU_ISSET(c, &mine)) first = c;
-  }
-  ASSERT_NE(first, kNone);
   int replicas = 0;
   int count = 0;
-  std::thread pinned([&] {
-    cpu_set_t one;
-    CPU_ZERO(&one);
-    CPU_SET(first, &one);
-    ASSERT_EQ(pthread_setaffinity_np(pthread_self(), sizeof(one), &one), 0);
+  testing::run_on_one_cpu([&] {
     count = usable_cpu_count();
     MirroredStrategy s;
     replicas = s.num_replicas_in_sync();
   });
-  pinned.join();
   EXPECT_EQ(count, 1);
   EXPECT_EQ(replicas, 1);
 }

@@ -2,8 +2,12 @@
 #pragma once
 
 #include <gtest/gtest.h>
+#include <pthread.h>
+#include <sched.h>
 
+#include <cstddef>
 #include <exception>
+#include <thread>
 #include <string>
 #include <vector>
 
@@ -40,6 +44,29 @@ inline std::vector<std::string> cpu_devices(int n) {
   std::vector<std::string> devices;
   for (int i = 0; i < n; ++i) devices.push_back("CPU:" + std::to_string(i));
   return devices;
+}
+
+// Runs f() on a new thread pinned to the first CPU this thread may use, as
+// under `taskset -c N` or an mpirun rank bound to one core.
+template <class F>
+void run_on_one_cpu(F&& f) {
+  cpu_set_t mine;
+  CPU_ZERO(&mine);
+  ASSERT_EQ(sched_getaffinity(0, sizeof(mine), &mine), 0);
+  constexpr std::size_t kNone = CPU_SETSIZE;
+  std::size_t first = kNone;
+  for (std::size_t c = 0; c < kNone && first == kNone; ++c) {
+    if (CPU_ISSET(c, &mine)) first = c;
+  }
+  ASSERT_NE(first, kNone);
+  std::thread pinned([&] {
+    cpu_set_t one;
+    CPU_ZERO(&one);
+    CPU_SET(first, &one);
+    ASSERT_EQ(pthread_setaffinity_np(pthread_self(), sizeof(one), &one), 0);
+    f();
+  });
+  pinned.join();
 }
 
 // Inside a replica function: its context and its replica id.
