@@ -9,6 +9,7 @@
 #include "distribute/distributed_values.h"
 #include "distribute/element.h"
 #include "distribute/errors.h"
+#include "distribute/interrupt.h"
 #include "distribute/options.h"
 #include "distribute/replica_context.h"
 #include "distribute/strategies.h"

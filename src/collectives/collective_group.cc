@@ -8,6 +8,7 @@
 #include "core/dtype_dispatch.h"
 #include "distribute/errors.h"
 #include "runtime/cpu_count.h"
+#include "runtime/interrupt.h"
 
 namespace distribute::internal {
 namespace {
@@ -202,7 +203,21 @@ void CollectiveGroup::throw_aborted(int replica, std::uint64_t seq, const char* 
 template <class Ready>
 void CollectiveGroup::wait(int replica, std::uint64_t seq, const char* what, Clock::time_point deadline, Phase phase,
                            Ready ready) {
-  const auto result = progress_.wait_until(policy_, deadline, ready, [this] { return aborted_.load(); });
+  auto stop = [this] { return aborted_.load(); };
+  auto result = WaitWord::WaitResult::kTimedOut;
+  // With an interrupt check (distribute/interrupt.h) the wait is cut into
+  // slices, the check called between them; what it throws fails this
+  // replica, as any exception escaping a collective does.
+  for (InterruptPoll poll;;) {
+    result = progress_.wait_until(policy_, poll.slice_end(deadline), ready, stop);
+    if (result != WaitWord::WaitResult::kTimedOut || !poll.active() || Clock::now() >= deadline) break;
+    try {
+      poll.poll();
+    } catch (...) {
+      abort(replica, std::current_exception());
+      throw;
+    }
+  }
   if (result == WaitWord::WaitResult::kReady) return;
   if (result == WaitWord::WaitResult::kStopped) throw_aborted(replica, seq, what);
   const bool arriving = phase == Phase::kArrive;

@@ -20,6 +20,13 @@ class ElementIterator {
   // The next element, or std::nullopt at the end. May throw (see dataset.h);
   // after a throw the iterator stays usable.
   virtual std::optional<Element> next() = 0;
+  // next() for the outermost iterator of a pipeline (what
+  // Dataset::Iterator calls): an iterator that waits for background threads
+  // (prefetch, parallel map) polls the calling thread's interrupt check
+  // (distribute/interrupt.h) meanwhile and raises what it throws with
+  // nothing consumed. Inner iterators are never interrupted, so that an
+  // interrupt cannot cost a transformation the rows it holds.
+  virtual std::optional<Element> next_interruptible() { return next(); }
   // Up to `n` consecutive elements stacked into one batch (fewer at the end
   // of the input, nullopt when none is left), as Dataset::batch builds them.
   // `pending` holds the rows gathered so far; it survives an exception from

@@ -196,7 +196,9 @@ struct DistributedIterator::Impl {
   std::shared_ptr<internal::WorkerAgreement> agreement;
 
   std::optional<PerReplica<Element>> next() {
-    std::optional<PerReplica<Element>> step = prefetcher ? prefetcher->next() : source->next();
+    // (An interrupt of the wait for the prefetcher loses nothing; see
+    // distribute/interrupt.h.)
+    std::optional<PerReplica<Element>> step = prefetcher ? prefetcher->next(/*interruptible=*/true) : source->next();
     if (agreement) return agreement->settle(std::move(step));
     return step;
   }

@@ -18,6 +18,7 @@
 #include <utility>
 #include <variant>
 
+#include "runtime/interrupt.h"
 #include "runtime/spin_wait.h"
 
 namespace distribute::internal {
@@ -42,13 +43,21 @@ class Prefetcher {
   Prefetcher& operator=(const Prefetcher&) = delete;
 
   // The next value, std::nullopt at the end (and after it); rethrows a
-  // queued exception.
-  std::optional<T> next() {
+  // queued exception. With `interruptible`, the calling thread's interrupt
+  // check (distribute/interrupt.h) is polled while waiting; what it throws
+  // is raised with nothing consumed.
+  std::optional<T> next(bool interruptible = false) {
+    InterruptPoll poll(interruptible);
     std::unique_lock<std::mutex> lock(mutex_);
     while (queue_.empty() && !finished_) {
-      const std::uint32_t seen = produced_.load();
+      std::uint32_t seen = produced_.load();
       lock.unlock();
-      produced_.wait_while_equal(seen, policy_);
+      if (!poll.active()) {
+        produced_.wait_while_equal(seen, policy_);
+      } else if (!produced_.wait_while_equal_until(
+                     seen, policy_, poll.slice_end(InterruptPoll::Clock::time_point::max()), &seen)) {
+        poll.poll();
+      }
       lock.lock();
     }
     if (queue_.empty()) return std::nullopt;

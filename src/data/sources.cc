@@ -280,12 +280,12 @@ Dataset::Iterator& Dataset::Iterator::operator=(Iterator&&) noexcept = default;
 Dataset::Iterator::~Iterator() = default;
 
 Element Dataset::Iterator::get_next() {
-  std::optional<Element> e = impl_->next();
+  std::optional<Element> e = impl_->next_interruptible();
   if (!e.has_value()) throw OutOfRangeError("End of sequence");
   return std::move(*e);
 }
 
-std::optional<Element> Dataset::Iterator::get_next_as_optional() { return impl_->next(); }
+std::optional<Element> Dataset::Iterator::get_next_as_optional() { return impl_->next_interruptible(); }
 
 Dataset::Iterator Dataset::make_iterator() const { return Iterator(node_->make_iterator()); }
 

@@ -14,6 +14,7 @@
 #include "data/prefetcher.h"
 #include "distribute/errors.h"
 #include "runtime/cpu_count.h"
+#include "runtime/interrupt.h"
 
 namespace distribute {
 namespace internal {
@@ -87,18 +88,39 @@ class ParallelMapIt final : public ElementIterator {
       wake_.notify_one();
     }
     if (in_flight_.empty()) return std::nullopt;
-    std::shared_ptr<Slot> front = std::move(in_flight_.front());
-    in_flight_.pop_front();
+    // The front slot stays queued until its result is taken: an interrupt
+    // while waiting for it leaves every element in flight.
+    const std::shared_ptr<Slot> front = in_flight_.front();
     std::optional<Element> value;
     std::exception_ptr error;
     {
       std::unique_lock<std::mutex> lock(mutex_);
-      done_.wait(lock, [&] { return front->ready; });
+      InterruptPoll poll(interruptible_);
+      while (!front->ready) {
+        if (!poll.active()) {
+          done_.wait(lock, [&] { return front->ready; });
+        } else if (!done_.wait_until(lock, poll.slice_end(InterruptPoll::Clock::time_point::max()),
+                                     [&] { return front->ready; })) {
+          lock.unlock();
+          poll.poll();
+          lock.lock();
+        }
+      }
       value = std::move(front->value);
       error = std::move(front->error);
     }
+    in_flight_.pop_front();
     if (error) std::rethrow_exception(error);
     return value;
+  }
+
+  std::optional<Element> next_interruptible() override {
+    interruptible_ = true;
+    struct Reset {
+      bool& flag;
+      ~Reset() { flag = false; }
+    } reset{interruptible_};
+    return next();
   }
 
  private:
@@ -111,6 +133,8 @@ class ParallelMapIt final : public ElementIterator {
     Element input;
     std::shared_ptr<Slot> slot;
   };
+
+  bool interruptible_ = false;  // in next_interruptible() (the consumer's thread only)
 
   void work() {
     while (true) {
@@ -437,6 +461,7 @@ class PrefetchNode final : public UnaryNode {
           : input_(std::shared_ptr<ElementIterator>(std::move(input))),
             prefetcher_([in = input_] { return in->next(); }, depth) {}
       std::optional<Element> next() override { return prefetcher_.next(); }
+      std::optional<Element> next_interruptible() override { return prefetcher_.next(/*interruptible=*/true); }
 
      private:
       std::shared_ptr<ElementIterator> input_;

@@ -5,6 +5,7 @@
 #include <algorithm>
 
 #include "runtime/cpu_count.h"
+#include "runtime/interrupt.h"
 
 namespace distribute::internal {
 
@@ -28,7 +29,8 @@ ReplicaPool::~ReplicaPool() {
   for (auto& t : threads_) t.join();
 }
 
-void ReplicaPool::run(FunctionRef<void(int)> task, FunctionRef<void()> prologue, FunctionRef<void()> epilogue) {
+void ReplicaPool::run(FunctionRef<void(int)> task, FunctionRef<void()> prologue, FunctionRef<void()> epilogue,
+                      FunctionRef<void(std::exception_ptr)> interrupted) {
   if (num_replicas_ == 1 && owner_.load(std::memory_order_relaxed) == std::this_thread::get_id()) {
     // A nested call from this pool's own replica 0 (the default strategy
     // allows run() inside its replica function): nothing to hand off.
@@ -49,10 +51,31 @@ void ReplicaPool::run(FunctionRef<void(int)> task, FunctionRef<void()> prologue,
   }
   task(0);
   if (num_replicas_ > 1) {
-    for (std::uint32_t left = remaining_.load(); left != 0;) left = remaining_.wait_while_equal(left, policy_);
+    wait_for_replicas(interrupted);
     task_ = nullptr;
   }
   epilogue();
+}
+
+void ReplicaPool::wait_for_replicas(FunctionRef<void(std::exception_ptr)> interrupted) {
+  InterruptPoll poll;
+  std::uint32_t left = remaining_.load();
+  while (left != 0) {
+    if (!poll.active()) {
+      left = remaining_.wait_while_equal(left, policy_);
+      continue;
+    }
+    if (remaining_.wait_while_equal_until(left, policy_, poll.slice_end(InterruptPoll::Clock::time_point::max()),
+                                          &left)) {
+      continue;
+    }
+    try {
+      poll.poll();
+    } catch (...) {
+      poll.disable();
+      interrupted(std::current_exception());
+    }
+  }
 }
 
 void ReplicaPool::worker_loop(int replica) {

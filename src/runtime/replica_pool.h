@@ -10,6 +10,7 @@
 
 #include <atomic>
 #include <cstdint>
+#include <exception>
 #include <mutex>
 #include <string>
 #include <thread>
@@ -40,13 +41,20 @@ class ReplicaPool {
   // `prologue` runs first and `epilogue` after every task(r) returned, both
   // under the same serialization (e.g. to reset per-run state that replicas
   // share, and to read it before the next run can reset it).
-  void run(FunctionRef<void(int)> task, FunctionRef<void()> prologue, FunctionRef<void()> epilogue);
+  // While the caller waits for the other replicas, the calling thread's
+  // interrupt check (distribute/interrupt.h) is polled; when it throws,
+  // `interrupted` gets the exception (e.g. to abort the replicas'
+  // collectives) and the wait goes on, without checks, until every task(r)
+  // returned. `interrupted` must not throw.
+  void run(FunctionRef<void(int)> task, FunctionRef<void()> prologue, FunctionRef<void()> epilogue,
+           FunctionRef<void(std::exception_ptr)> interrupted);
   void run(FunctionRef<void(int)> task, FunctionRef<void()> prologue) {
-    run(task, prologue, [] {});
+    run(task, prologue, [] {}, [](std::exception_ptr) {});
   }
 
  private:
   void worker_loop(int replica);
+  void wait_for_replicas(FunctionRef<void(std::exception_ptr)> interrupted);
 
   const int num_replicas_;
   SpinPolicy policy_;

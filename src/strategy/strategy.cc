@@ -232,6 +232,16 @@ void Strategy::check_replica_count(std::size_t values, std::size_t argument_inde
 
 void Strategy::run_replicas(internal::FunctionRef<void(int)> body) {
   FirstFailure failure;
+  auto fail = [&](int r, std::exception_ptr error) noexcept {
+    failure.record(r, error);
+    // Tells the other workers at once (their waits raise UnavailableError).
+    // (Not a mismatch every worker found: they all raise it themselves.)
+    if (cross_worker_ != nullptr && !is_workers_mismatch(error)) {
+      cross_worker_->report_failure(failure_message(r, error));
+    }
+    // Releases the replicas waiting for this one in a collective.
+    collectives_->abort(r, std::move(error));
+  };
   auto task = [&](int r) noexcept {
     try {
       internal::push_mode({this, replica_contexts_[static_cast<std::size_t>(r)].get()});
@@ -244,21 +254,17 @@ void Strategy::run_replicas(internal::FunctionRef<void(int)> body) {
       body(r);
       collectives_->finish(r);
     } catch (...) {
-      std::exception_ptr error = std::current_exception();
-      failure.record(r, error);
-      // Tells the other workers at once (their waits raise UnavailableError).
-      // (Not a mismatch every worker found: they all raise it themselves.)
-      if (cross_worker_ != nullptr && !is_workers_mismatch(error)) {
-        cross_worker_->report_failure(failure_message(r, error));
-      }
-      // Releases the replicas waiting for this one in a collective.
-      collectives_->abort(r, std::move(error));
+      fail(r, std::current_exception());
     }
     internal::pop_mode();
   };
   // The abort cause is read before the next run (another thread's) can
-  // reset the group.
-  pool_->run(task, [this] { collectives_->reset(); }, [&] { failure.prefer_abort_cause(*collectives_); });
+  // reset the group. An interrupt of the caller's wait for the other
+  // replicas (distribute/interrupt.h) fails the run as a failure of the
+  // caller's replica 0 would.
+  pool_->run(
+      task, [this] { collectives_->reset(); }, [&] { failure.prefer_abort_cause(*collectives_); },
+      [&](std::exception_ptr error) { fail(0, std::move(error)); });
   failure.rethrow_if_any();
 }
 

@@ -31,6 +31,7 @@
 #include "core/dtype_dispatch.h"
 #include "distribute/errors.h"
 #include "distribute/strategies.h"
+#include "runtime/interrupt.h"
 #include "runtime/spin_wait.h"
 #include "transport/cross_worker.h"
 
@@ -692,6 +693,7 @@ class MpiCrossWorker final : public CrossWorker {
   // still in flight keep their buffers: see the header).
   void wait(const char* what, Requests& requests, Clock::time_point deadline,
             FunctionRef<bool()> cancelled) {
+    InterruptPoll poll;  // the waiting thread's interrupt check (distribute/interrupt.h)
     for (unsigned round = 0;; ++round) {
       {
         std::lock_guard<std::mutex> lock(process_.mutex());
@@ -703,6 +705,18 @@ class MpiCrossWorker final : public CrossWorker {
         abandon(requests, std::string("cancelled: a replica of worker ") + std::to_string(rank_) + " failed");
         throw CancelledError(std::string("cross-worker ") + what + " on worker " +
                              std::to_string(rank_) + " cancelled: a local replica failed");
+      }
+      if ((round % 64) == 63 && poll.active()) {
+        try {
+          poll.poll();
+        } catch (...) {
+          // The others are told at once, as of a failed replica.
+          const std::string reason = std::string("cross-worker ") + what + " interrupted on worker " +
+                                     std::to_string(rank_);
+          abandon(requests, reason);
+          report_failure(reason);
+          throw;
+        }
       }
       if ((round % 64) == 63 && Clock::now() >= deadline) {
         // Every request tested (not only up to the first pending one), so
