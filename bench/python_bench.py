@@ -7,11 +7,18 @@ in the same run (bench/run_python_bench.sh runs it and the C++ reference).
   all_reduce  from Python, 4 MiB and 64 MiB float32 on 2 replicas, inside one
               run (as all_reduce_bench's BM_AllReduce does), against the C++
               figure passed in --cxx (microseconds per call)
+  ctrl-c      a real SIGINT while run() waits for a replica busy in Python,
+              and while the caller's replica waits in an all_reduce: the
+              time from the signal to the KeyboardInterrupt in the caller
+              (target: under 1 s), against the 50 ms polling interval
 
 Prints one JSON object per line."""
 import argparse
 import json
+import os
+import signal
 import statistics
+import threading
 import time
 
 import numpy as np
@@ -70,8 +77,49 @@ def main():
       row["cxx_us"] = args.cxx[str(size)]
       row["ratio"] = round(us / args.cxx[str(size)], 3)
     results.append(row)
+  results += ctrl_c_latency(s)
   for row in results:
     print(json.dumps(row))
+
+
+def ctrl_c_latency(strategy, rounds=10):
+  """Seconds from a SIGINT to the KeyboardInterrupt out of run()."""
+  def busy(seconds=30.0):
+    end = time.monotonic() + seconds
+    while time.monotonic() < end:
+      pass
+
+  def waits_for_busy_replica():
+    if dist.get_replica_context().replica_id_in_sync_group == 1:
+      busy()
+
+  def caller_in_all_reduce():
+    ctx = dist.get_replica_context()
+    if ctx.replica_id_in_sync_group == 1:
+      busy()
+    ctx.all_reduce("sum", np.ones(4, np.float32))
+
+  rows = []
+  for name, fn in (("run waiting for a busy replica", waits_for_busy_replica),
+                   ("caller's replica in all_reduce", caller_in_all_reduce)):
+    latencies = []
+    for _ in range(rounds):
+      sent = []
+
+      def send():
+        sent.append(time.perf_counter())
+        os.kill(os.getpid(), signal.SIGINT)
+
+      timer = threading.Timer(0.1, send)
+      timer.start()
+      try:
+        strategy.run(fn)
+      except KeyboardInterrupt:
+        latencies.append((time.perf_counter() - sent[0]) * 1e3)
+      timer.join()
+    rows.append({"case": f"ctrl-c, {name}", "median_ms": round(statistics.median(latencies), 1),
+                 "max_ms": round(max(latencies), 1), "poll_interval_ms": 50, "target_ms": 1000})
+  return rows
 
 
 if __name__ == "__main__":

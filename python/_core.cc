@@ -24,6 +24,7 @@
 #include <exception>
 #include <memory>
 #include <optional>
+#include <set>
 #include <string>
 #include <vector>
 
@@ -95,6 +96,75 @@ auto with_gil(F&& f) {
   } catch (py::error_already_set& e) {
     throw PythonError(e);
   }
+}
+
+// --- Ctrl-C -------------------------------------------------------------------
+// Python runs signal handlers (Ctrl-C's KeyboardInterrupt) on the main
+// thread only, between bytecodes. While the main thread waits in the
+// library with the GIL released, a ScopedInterruptCheck runs them every
+// 50 ms (distribute/interrupt.h): the exception a handler raises ends the
+// wait (run() aborts its collectives and waits for its replicas) and is
+// raised in the caller. Replica threads busy in Python code get a
+// KeyboardInterrupt of their own (PyThreadState_SetAsyncExc), so that
+// run() returns within a bytecode of them; a replica in a blocking C call
+// (time.sleep) returns from it first.
+
+unsigned long g_main_thread = 0;  // set at import
+
+// The threads running a replica function now; touched under the GIL only.
+std::set<unsigned long>& running_replicas() {
+  static auto* threads = new std::set<unsigned long>();  // leaked: used until exit
+  return *threads;
+}
+
+// Raises KeyboardInterrupt in the replica threads' Python code (GIL held;
+// never in the main thread, which got the signal's own exception).
+void interrupt_replicas() {
+  for (unsigned long id : running_replicas()) {
+    if (id != g_main_thread) PyThreadState_SetAsyncExc(id, PyExc_KeyboardInterrupt);
+  }
+}
+
+void check_signals() {
+  py::gil_scoped_acquire gil;
+  if (PyErr_CheckSignals() == 0) return;
+  interrupt_replicas();
+  py::error_already_set e;
+  throw PythonError(e);
+}
+
+// Made before releasing the GIL for a wait: on the main thread, the wait
+// runs Python's signal handlers.
+struct Interruptible {
+  Interruptible() {
+    if (PyThread_get_thread_ident() == g_main_thread) check.emplace(&check_signals);
+  }
+  std::optional<dist::ScopedInterruptCheck> check;
+};
+
+// Runs a replica function under the GIL, its thread known to
+// interrupt_replicas() meanwhile.
+void call_replica_function(const py::function& f, int replica) {
+  with_gil([&] {
+    const unsigned long me = PyThread_get_thread_ident();
+    running_replicas().insert(me);
+    struct Leave {
+      unsigned long me;
+      ~Leave() {
+        running_replicas().erase(me);
+        // An interrupt that arrived after the function's last bytecode is
+        // not carried into the thread's next Python code.
+        if (me != g_main_thread) PyThreadState_SetAsyncExc(me, nullptr);
+      }
+    } leave{me};
+    try {
+      f(replica);
+    } catch (py::error_already_set& e) {
+      // Ctrl-C seen by the main thread's replica: the others stop too.
+      if (me == g_main_thread && e.matches(PyExc_KeyboardInterrupt)) interrupt_replicas();
+      throw;
+    }
+  });
 }
 
 // --- Tensors <-> Python buffers ---------------------------------------------
@@ -236,6 +306,7 @@ struct ScopeHolder {
 
 PYBIND11_MODULE(_core, m) {
   m.doc() = "The C++ core of the distribute package (internal: use the distribute module)";
+  g_main_thread = py::module_::import("threading").attr("main_thread")().attr("ident").cast<unsigned long>();
 
   // Errors: the Python classes are defined in distribute/errors.py and
   // registered here, so that library errors arrive as them.
@@ -326,6 +397,7 @@ PYBIND11_MODULE(_core, m) {
       .def("get_next_as_optional", [](DatasetIterator& it) -> std::optional<std::vector<dist::Tensor>> {
         std::optional<dist::Element> e;
         {
+          Interruptible interruptible;
           py::gil_scoped_release nogil;
           e = it.get().get_next_as_optional();
         }
@@ -355,6 +427,7 @@ PYBIND11_MODULE(_core, m) {
            [](DistributedIterator& it) -> std::optional<std::vector<std::vector<dist::Tensor>>> {
              std::optional<dist::PerReplica<dist::Element>> step;
              {
+               Interruptible interruptible;
                py::gil_scoped_release nogil;
                step = it.get().get_next_as_optional();
              }
@@ -386,27 +459,31 @@ PYBIND11_MODULE(_core, m) {
            [](dist::Strategy& s, py::function body) {
              auto f = keep(new py::function(std::move(body)));
              const int base = s.worker_index() * s.num_local_replicas();
+             Interruptible interruptible;
              py::gil_scoped_release nogil;
              s.run([&] {
                const int r = dist::current_replica_context().replica_id_in_sync_group() - base;
-               with_gil([&] { (*f)(r); });
+               call_replica_function(*f, r);
              });
            })
       .def("scope_enter", [](dist::Strategy& s) { return std::make_unique<ScopeHolder>(s); })
       .def("reduce",
            [](dist::Strategy& s, const std::string& op, std::vector<dist::Tensor> values, std::optional<int> axis,
               bool mirrored) {
+             Interruptible interruptible;
              py::gil_scoped_release nogil;
              if (mirrored) return s.reduce(reduce_op(op), dist::Mirrored<dist::Tensor>(std::move(values)), axis);
              return s.reduce(reduce_op(op), dist::PerReplica<dist::Tensor>(std::move(values)), axis);
            })
       .def("reduce_plain",
            [](dist::Strategy& s, const std::string& op, const dist::Tensor& value, std::optional<int> axis) {
+             Interruptible interruptible;
              py::gil_scoped_release nogil;
              return s.reduce(reduce_op(op), value, axis);
            })
       .def("gather",
            [](dist::Strategy& s, std::vector<dist::Tensor> values, int axis) {
+             Interruptible interruptible;
              py::gil_scoped_release nogil;
              return s.gather(dist::PerReplica<dist::Tensor>(std::move(values)), axis);
            })
@@ -497,6 +574,7 @@ PYBIND11_MODULE(_core, m) {
     dist::ReplicaContext& ctx = dist::current_replica_context();
     dist::CommunicationOptions options;
     options.timeout_seconds = timeout;
+    Interruptible interruptible;
     py::gil_scoped_release nogil;
     return ctx.all_reduce(reduce_op(op), values, options);
   });
@@ -506,11 +584,13 @@ PYBIND11_MODULE(_core, m) {
     dist::ReplicaContext& ctx = dist::current_replica_context();
     dist::CommunicationOptions options;
     options.timeout_seconds = timeout;
+    Interruptible interruptible;
     py::gil_scoped_release nogil;
     return ctx.all_reduce(reduce_op(op), std::move(values), options);
   });
   m.def("all_gather", [](std::vector<dist::Tensor> values, int axis) {
     dist::ReplicaContext& ctx = dist::current_replica_context();
+    Interruptible interruptible;
     py::gil_scoped_release nogil;
     return ctx.all_gather(values, axis);
   });
@@ -522,6 +602,7 @@ PYBIND11_MODULE(_core, m) {
     PyHandle mine{keep(new py::object(std::move(argument)))};
     PyHandle result;
     {
+      Interruptible interruptible;
       py::gil_scoped_release nogil;
       result = ctx.merge_call(
           [fn](dist::Strategy&, const dist::PerReplica<PyHandle>& all) {

@@ -1,0 +1,135 @@
+"""Ctrl-C (a real SIGINT) while run() or a collective or get_next waits:
+KeyboardInterrupt in the caller, the replicas released, nothing lost, and
+the strategy usable afterwards. The bound asserted is loose (5 s, against
+replica loops that would run for 30 s); the latency itself is measured by
+bench/python_bench.py."""
+
+import os
+import signal
+import threading
+import time
+
+import numpy as np
+import pytest
+
+import distribute as dist
+
+LOOP_SECONDS = 30.0  # how long a replica busy-waits when nothing interrupts it
+BOUND_SECONDS = 5.0
+
+
+@pytest.fixture(scope="module")
+def two():
+  return dist.MirroredStrategy(["CPU:0", "CPU:1"])
+
+
+def sigint_after(seconds):
+  """A real SIGINT to this process after `seconds` (from another thread, as
+  a terminal's Ctrl-C would arrive while the main thread waits)."""
+  timer = threading.Timer(seconds, os.kill, (os.getpid(), signal.SIGINT))
+  timer.start()
+  return timer
+
+
+def busy_python(seconds):
+  """Pure Python work (no blocking call): only an asynchronous exception
+  stops it early."""
+  end = time.monotonic() + seconds
+  while time.monotonic() < end:
+    pass
+
+
+def interrupted_run(strategy, fn):
+  """Runs fn on every replica with a SIGINT after 0.2 s; returns the
+  seconds from the signal to the KeyboardInterrupt."""
+  timer = sigint_after(0.2)
+  start = time.monotonic()
+  with pytest.raises(KeyboardInterrupt):
+    strategy.run(fn)
+  timer.join()
+  return time.monotonic() - start - 0.2
+
+
+def still_works(strategy):
+  out = strategy.run(lambda: dist.get_replica_context().all_reduce("sum", np.ones(3, np.float32)))
+  for v in strategy.experimental_local_results(out):
+    np.testing.assert_array_equal(np.asarray(v), [2, 2, 2])
+
+
+def test_ctrl_c_while_run_waits_for_a_busy_replica(two):
+  interrupted = []
+
+  def fn():
+    if dist.get_replica_context().replica_id_in_sync_group == 1:
+      try:
+        busy_python(LOOP_SECONDS)
+      except KeyboardInterrupt:
+        interrupted.append(1)
+        raise
+
+  assert interrupted_run(two, fn) < BOUND_SECONDS
+  assert interrupted == [1]  # the replica itself was stopped, not waited for
+  still_works(two)
+
+
+def test_ctrl_c_while_the_callers_replica_waits_in_a_collective(two):
+  replica1 = []
+
+  def fn():
+    ctx = dist.get_replica_context()
+    if ctx.replica_id_in_sync_group == 1:
+      try:
+        busy_python(LOOP_SECONDS)
+      except KeyboardInterrupt:
+        replica1.append("interrupted")
+        raise
+    ctx.all_reduce("sum", np.ones(4, np.float32))
+
+  assert interrupted_run(two, fn) < BOUND_SECONDS
+  assert replica1 == ["interrupted"]
+  still_works(two)
+
+
+def test_ctrl_c_while_the_callers_replica_runs_python(two):
+  def fn():
+    busy_python(LOOP_SECONDS)  # both replicas, replica 0 on the main thread
+
+  assert interrupted_run(two, fn) < BOUND_SECONDS
+  still_works(two)
+
+
+def test_ctrl_c_while_get_next_waits_loses_no_element():
+  release = threading.Event()
+
+  def slow(x):
+    if int(x) == 0:
+      release.wait(LOOP_SECONDS)  # on the pipeline's thread
+    return x
+
+  it = iter(dist.data.Dataset.range(5).map(slow).prefetch(2))
+  timer = sigint_after(0.2)
+  start = time.monotonic()
+  with pytest.raises(KeyboardInterrupt):
+    next(it)
+  timer.join()
+  assert time.monotonic() - start < BOUND_SECONDS
+  release.set()
+  assert [int(x) for x in it] == [0, 1, 2, 3, 4]
+
+
+def test_ctrl_c_with_a_handler_that_does_not_raise_lets_run_finish(two):
+  seen = []
+  previous = signal.signal(signal.SIGINT, lambda signum, frame: seen.append(signum))
+  try:
+    def fn():
+      if dist.get_replica_context().replica_id_in_sync_group == 1:
+        time.sleep(0.6)
+      return dist.get_replica_context().all_reduce("sum", np.ones(2, np.float32))
+
+    timer = sigint_after(0.2)
+    out = two.run(fn)
+    timer.join()
+  finally:
+    signal.signal(signal.SIGINT, previous)
+  assert seen == [signal.SIGINT]  # the user's handler ran, during the wait
+  np.testing.assert_array_equal(np.asarray(two.experimental_local_results(out)[0]), [2, 2])
