@@ -16,6 +16,7 @@
 //   - Python objects the library keeps (a numpy array behind a Tensor, a map
 //     function) are released under the GIL on whichever thread drops them,
 //     and leaked instead once the interpreter is finalizing.
+#include <dlpack/dlpack.h>
 #include <pybind11/functional.h>
 #include <pybind11/pybind11.h>
 #include <pybind11/stl.h>
@@ -235,6 +236,56 @@ py::buffer_info tensor_buffer(const dist::Tensor& t) {
                          format_of(t.dtype()), t.rank(), shape, strides, /*readonly=*/true);
 }
 
+// --- DLPack export ------------------------------------------------------------
+// A Tensor as a DLPack 0.6 "dltensor" capsule (numpy.from_dlpack,
+// torch.from_dlpack): the consumer gets the tensor's own buffer, kept alive
+// by a copy of the Tensor until the consumer calls the deleter (or the
+// capsule dies unconsumed). DLPack 0.6 cannot say "read-only": the
+// consumer must not write it (a torch tensor made from it may, and would
+// change every value sharing the buffer).
+struct DlpackExport {
+  DLManagedTensor managed{};
+  dist::Tensor tensor;
+  std::vector<std::int64_t> shape;
+};
+
+DLDataType dlpack_dtype(dist::DType dtype) {
+  switch (dtype) {
+    case dist::DType::kFloat32: return {kDLFloat, 32, 1};
+    case dist::DType::kFloat64: return {kDLFloat, 64, 1};
+    case dist::DType::kInt32: return {kDLInt, 32, 1};
+    case dist::DType::kInt64: return {kDLInt, 64, 1};
+  }
+  return {kDLFloat, 32, 1};
+}
+
+py::capsule to_dlpack(const dist::Tensor& t) {
+  auto* e = new DlpackExport{{}, t, {}};
+  for (int k = 0; k < t.rank(); ++k) e->shape.push_back(t.dim(k));
+  DLTensor& d = e->managed.dl_tensor;
+  d.data = const_cast<std::byte*>(e->tensor.bytes().data());
+  d.device = {kDLCPU, 0};
+  d.ndim = t.rank();
+  d.dtype = dlpack_dtype(t.dtype());
+  d.shape = e->shape.data();
+  d.strides = nullptr;  // C-contiguous
+  d.byte_offset = 0;
+  e->managed.manager_ctx = e;
+  e->managed.deleter = [](DLManagedTensor* m) { delete static_cast<DlpackExport*>(m->manager_ctx); };
+  // A consumer renames the capsule "used_dltensor" and owns the tensor;
+  // an unconsumed capsule frees it itself.
+  PyObject* capsule = PyCapsule_New(&e->managed, "dltensor", [](PyObject* self) {
+    if (PyCapsule_IsValid(self, "dltensor") == 0) return;
+    auto* m = static_cast<DLManagedTensor*>(PyCapsule_GetPointer(self, "dltensor"));
+    if (m != nullptr && m->deleter != nullptr) m->deleter(m);
+  });
+  if (capsule == nullptr) {
+    delete e;
+    throw py::error_already_set();
+  }
+  return py::reinterpret_steal<py::capsule>(capsule);
+}
+
 dist::ReduceOp reduce_op(const std::string& name) {
   if (name == "SUM") return dist::ReduceOp::SUM;
   if (name == "MEAN") return dist::ReduceOp::MEAN;
@@ -339,6 +390,10 @@ PYBIND11_MODULE(_core, m) {
                                return shape;
                              })
       .def_property_readonly("dtype", [](const dist::Tensor& t) { return std::string(dist::dtype_name(t.dtype())); })
+      .def(
+          "__dlpack__", [](const dist::Tensor& t, const py::object&) { return to_dlpack(t); },
+          py::arg("stream") = py::none(), "The tensor's buffer as a DLPack capsule, without a copy (read-only)")
+      .def("__dlpack_device__", [](const dist::Tensor&) { return py::make_tuple(static_cast<int>(kDLCPU), 0); })
       .def("_to_string", &dist::Tensor::to_string)
       .def("_data_address", [](const dist::Tensor& t) { return reinterpret_cast<std::uintptr_t>(t.bytes().data()); })
       .def("_shares_buffer_with", &dist::Tensor::shares_buffer_with);

@@ -4,8 +4,8 @@
 #
 # Usage: scripts/setup.sh [--bench-peers]
 #   --bench-peers  also install what bench/run_train_peers.sh compares
-#                  against: Debian's PyTorch (python3-torch) and OpenBLAS
-#                  (libopenblas0-openmp), and point the system BLAS and
+#                  against: OpenBLAS (libopenblas0-openmp) for Debian's
+#                  PyTorch (installed in any case), and point the system BLAS and
 #                  LAPACK (libblas.so.3, liblapack.so.3 alternatives) at
 #                  OpenBLAS, which python3-torch then loads.
 set -euo pipefail
@@ -36,10 +36,12 @@ packages=(
   libcairo2-dev fonts-dejavu-core # distribute-train's --plot PNG (tools/train/plot.cc): cairo + FreeType, DejaVu Sans read at run time
   pkg-config                     # finds cairo for tools/train/; the install check builds a program with distribute.pc
   python3-dev pybind11-dev python3-numpy python3-pytest  # the Python package (python/) and its pytest suite, for /usr/bin/python3
+  libdlpack-dev                  # the DLPack ABI (header only) of Tensor.__dlpack__ (python/_core.cc)
+  python3-torch                  # the PyTorch example (examples/python/torch_digits.py) and its test
   clang-14 libclang-rt-14-dev    # fuzz/ (scripts/fuzz.sh): clang++-14 and its libFuzzer, ASan and UBSan runtimes
 )
 if ((bench_peers)); then
-  packages+=(python3-torch libopenblas0-openmp)  # bench/run_train_peers.sh: PyTorch on OpenBLAS
+  packages+=(libopenblas0-openmp)  # bench/run_train_peers.sh: PyTorch on OpenBLAS
 fi
 
 # Points the system BLAS/LAPACK at OpenBLAS (OpenMP build), whatever else

@@ -25,9 +25,9 @@ def convert(value, dtype=None):
 
   A wrapped array is shared, not copied: it must not be written while the
   tensor (or a dataset, a result made from it) is in use. Tensors
-  themselves cannot be written: np.asarray(t) is a read-only view. (There
-  is no __dlpack__ export yet: torch.from_numpy(np.asarray(t)) views a
-  tensor, with torch's warning about read-only memory.)"""
+  themselves cannot be written: np.asarray(t) and np.from_dlpack(t) are
+  read-only views; torch.from_dlpack(t) shares the buffer too, and must not
+  be written (DLPack 0.6 has no read-only flag)."""
   if isinstance(value, Tensor):
     if dtype is not None and value.dtype != np.dtype(dtype).name:
       return convert(np.asarray(value).astype(dtype))

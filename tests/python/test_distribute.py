@@ -43,6 +43,50 @@ def test_a_tensor_keeps_its_array_alive():
   np.testing.assert_array_equal(np.asarray(t), [7] * 5)
 
 
+@pytest.mark.parametrize("dtype", [np.float32, np.float64, np.int32, np.int64])
+def test_dlpack_export_shares_the_buffer_with_numpy(dtype):
+  a = np.arange(6, dtype=dtype).reshape(2, 3)
+  t = dist.convert_to_tensor(a)
+  assert t.__dlpack_device__() == (1, 0)  # kDLCPU, device 0
+  view = np.from_dlpack(t)
+  assert view.ctypes.data == a.ctypes.data and view.dtype == dtype and view.shape == (2, 3)
+  assert not view.flags.writeable
+  np.testing.assert_array_equal(view, a)
+
+
+def test_dlpack_export_to_torch_outlives_the_tensor_and_its_array():
+  torch = pytest.importorskip("torch")
+  import gc
+  t = dist.convert_to_tensor(np.arange(4, dtype=np.float32) * 2)
+  address = t._data_address()
+  x = torch.from_dlpack(t)
+  assert x.data_ptr() == address
+  del t
+  gc.collect()
+  assert x.tolist() == [0.0, 2.0, 4.0, 6.0]  # the consumer keeps the buffer
+  scalar = torch.from_dlpack(dist.convert_to_tensor(np.float64(3.5)))
+  assert scalar.shape == () and scalar.item() == 3.5
+
+
+def test_an_unconsumed_dlpack_capsule_frees_its_tensor():
+  import gc
+  import weakref
+
+  class Owner(np.ndarray):
+    pass
+
+  a = np.ones(8, np.float32).view(Owner)
+  alive = weakref.ref(a)
+  t = dist.convert_to_tensor(a)
+  capsule = t.__dlpack__()
+  del a, t
+  gc.collect()
+  assert alive() is not None  # the capsule holds the tensor, the tensor the array
+  del capsule
+  gc.collect()
+  assert alive() is None
+
+
 def test_non_contiguous_input_is_copied_once():
   a = np.arange(20, dtype=np.float64).reshape(4, 5)[:, 1]
   t = dist.convert_to_tensor(a)
