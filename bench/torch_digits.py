@@ -32,6 +32,12 @@ Modes:
                               .grad tensors), and every replica's optimizer
                               makes the same step (the Python package,
                               issue 13; PYTHONPATH=build/release/python)
+  mwms                        one process per worker under mpirun
+                              (mpirun -np W python3 bench/torch_digits.py mwms):
+                              distribute's MultiWorkerMirroredStrategy with
+                              one replica per process, the same step as
+                              distribute mode, the gradients summed across
+                              the processes (no GIL shared)
   ddp --world-size W          W processes (torch.multiprocessing spawn),
                               DistributedDataParallel over gloo on 127.0.0.1,
                               --threads (default 1) threads per process
@@ -182,6 +188,99 @@ def run_single(args):
     report(args, "single", 1, samples, seconds, accuracy(model, test_x, test_y), loss)
 
 
+class StepClock:
+  """Where a replica's step time goes (--profile): wall time, the thread's
+  own CPU time, and the wall and CPU time inside the gradient all_reduce.
+  Wall time a thread spends neither computing nor in the all_reduce is
+  time it waited for the GIL (or was descheduled)."""
+
+  def __init__(self):
+    self.wall = self.cpu = self.reduce_wall = self.reduce_cpu = 0.0
+    self.steps = 0
+
+  def report(self, label):
+    if self.steps == 0:
+      return
+    idle = self.wall - self.cpu
+    reduce_idle = self.reduce_wall - self.reduce_cpu
+    print(f"PROFILE {label} steps={self.steps} step_us={self.wall / self.steps * 1e6:.0f} "
+          f"cpu={self.cpu / self.wall:.1%} all_reduce_wall={self.reduce_wall / self.wall:.1%} "
+          f"waiting_outside_all_reduce={(idle - reduce_idle) / self.wall:.1%}", flush=True)
+
+
+def make_step(models, optimizers, loss_fn, train_x, train_y, g, n_rep, losses, clocks):
+  import distribute
+
+  def step(batch):
+    ctx = distribute.get_replica_context()
+    r = ctx.replica_id_in_sync_group
+    local = r % len(models)
+    clock = clocks[local] if clocks else None
+    if clock:
+      wall0, cpu0 = time.perf_counter(), time.thread_time()
+    piece = -(-batch.shape[0] // n_rep)
+    mine = batch[r * piece:(r + 1) * piece]
+    model, optimizer = models[local], optimizers[local]
+    optimizer.zero_grad(set_to_none=True)
+    loss = loss_fn(model(train_x.index_select(0, mine)), train_y.index_select(0, mine))
+    (loss / g).backward()
+    if clock:
+      rw0, rc0 = time.perf_counter(), time.thread_time()
+    ctx.all_reduce_in_place("sum", [p.grad for p in model.parameters()])
+    if clock:
+      clock.reduce_wall += time.perf_counter() - rw0
+      clock.reduce_cpu += time.thread_time() - rc0
+    optimizer.step()
+    losses[local] += loss.item()
+    if clock:
+      clock.wall += time.perf_counter() - wall0
+      clock.cpu += time.thread_time() - cpu0
+      clock.steps += 1
+
+  return step
+
+
+def run_mwms(args):
+    import distribute
+    torch.set_num_threads(args.threads)
+    train_x, train_y, test_x, test_y = load_split(args.data, args.seed)
+    strategy = distribute.MultiWorkerMirroredStrategy()
+    world = strategy.num_replicas_in_sync
+    rank = strategy._core.worker_index
+    model = make_model(args.hidden, args.seed)  # the same seed on every worker: the same start
+    optimizer = torch.optim.SGD(model.parameters(), lr=args.learning_rate, momentum=args.momentum)
+    losses = [0.0]
+    clocks = [StepClock()] if args.profile else None
+    step = make_step([model], [optimizer], nn.CrossEntropyLoss(reduction="sum"), train_x, train_y,
+                     args.batch_size, world, losses, clocks)
+    n = train_x.shape[0]
+    samples = 0
+    start = None
+    for epoch in range(args.warmup_epochs + args.epochs):
+        if epoch == args.warmup_epochs:
+            strategy.run(lambda: distribute.get_replica_context().all_reduce("sum", np.zeros(1, np.float32)))
+            start = time.perf_counter()
+            if clocks:
+                clocks[0] = StepClock()
+        generator = torch.Generator().manual_seed(args.seed * 1000003 + epoch)
+        order = torch.randperm(n, generator=generator)
+        losses[0] = 0.0
+        for b in range(0, n, args.batch_size):
+            batch = order[b:b + args.batch_size]
+            strategy.run(step, args=(batch,))
+            if epoch >= args.warmup_epochs:
+                samples += batch.shape[0]
+    # Every worker waits for the slowest here: its time is the job's.
+    total = strategy.run(lambda: distribute.get_replica_context().all_reduce(
+        "sum", np.array([losses[0]], np.float64)))
+    seconds = time.perf_counter() - start
+    if clocks:
+        clocks[0].report(f"worker {rank}")
+    if rank == 0:
+        report(args, "mwms", world, samples, seconds, accuracy(model, test_x, test_y),
+               float(np.asarray(total)[0]) / n)
+
+
 def run_distribute(args):
     import copy
     import distribute
@@ -196,24 +295,16 @@ def run_distribute(args):
     g = args.batch_size
     n = train_x.shape[0]
     losses = [0.0] * n_rep
-
-    def step(batch):
-        r = distribute.get_replica_context().replica_id_in_sync_group
-        piece = -(-batch.shape[0] // n_rep)
-        mine = batch[r * piece:(r + 1) * piece]
-        model, optimizer = models[r], optimizers[r]
-        optimizer.zero_grad(set_to_none=False)
-        loss = loss_fn(model(train_x.index_select(0, mine)), train_y.index_select(0, mine))
-        (loss / g).backward()
-        distribute.get_replica_context().all_reduce_in_place("sum", [p.grad for p in model.parameters()])
-        optimizer.step()
-        losses[r] += loss.item()
+    clocks = [StepClock() for _ in range(n_rep)] if args.profile else None
+    step = make_step(models, optimizers, loss_fn, train_x, train_y, g, n_rep, losses, clocks)
 
     samples = 0
     start = None
     for epoch in range(args.warmup_epochs + args.epochs):
         if epoch == args.warmup_epochs:
             start = time.perf_counter()
+            if clocks:
+                clocks[:] = [StepClock() for _ in range(n_rep)]
         generator = torch.Generator().manual_seed(args.seed * 1000003 + epoch)
         order = torch.randperm(n, generator=generator)
         losses[:] = [0.0] * n_rep
@@ -223,6 +314,9 @@ def run_distribute(args):
             if epoch >= args.warmup_epochs:
                 samples += batch.shape[0]
     seconds = time.perf_counter() - start
+    if clocks:
+        for r, clock in enumerate(clocks):
+            clock.report(f"replica {r}")
     report(args, "distribute", n_rep, samples, seconds, accuracy(models[0], test_x, test_y), sum(losses) / n)
 
 
@@ -251,7 +345,7 @@ def free_port():
 
 def main():
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    parser.add_argument("mode", choices=["single", "ddp", "distribute"])
+    parser.add_argument("mode", choices=["single", "ddp", "distribute", "mwms"])
     parser.add_argument("--replicas", type=int, default=2, help="distribute mode: replicas (threads)")
     parser.add_argument("--threads", type=int, default=None,
                         help="torch threads per process (default: 1 for ddp, all cores for single)")
@@ -264,6 +358,8 @@ def main():
     parser.add_argument("--hidden", type=lambda s: [int(v) for v in s.split(",")], default=[128, 128])
     parser.add_argument("--seed", type=int, default=42)
     parser.add_argument("--data", default=os.path.join(ROOT, "data", "digits.csv"))
+    parser.add_argument("--profile", action="store_true",
+                        help="distribute and mwms modes: print where each replica's step time goes")
     parser.add_argument("--show-blas", action="store_true",
                         help="print the BLAS this process maps after importing torch, and exit")
     args = parser.parse_args()
@@ -275,11 +371,13 @@ def main():
     if args.epochs < 1 or args.warmup_epochs < 0 or args.batch_size < 1 or args.world_size < 1:
         parser.error("--epochs, --batch-size and --world-size must be >= 1, --warmup-epochs >= 0")
     if args.threads is None:
-        args.threads = 1 if args.mode in ("ddp", "distribute") else (os.cpu_count() or 1)
+        args.threads = 1 if args.mode in ("ddp", "distribute", "mwms") else (os.cpu_count() or 1)
     if args.mode == "single":
         run_single(args)
     elif args.mode == "distribute":
         run_distribute(args)
+    elif args.mode == "mwms":
+        run_mwms(args)
     else:
         mp.spawn(ddp_worker, args=(args, free_port()), nprocs=args.world_size, join=True)
 

@@ -140,9 +140,9 @@ class Strategy {
   // Raises InvalidArgumentError naming both replicas when shapes or dtypes do
   // not match, and FailedPreconditionError in replica context.
   Tensor reduce(ReduceOp op, const PerReplica<Tensor>& value, std::optional<int> axis = std::nullopt);
-  // A Mirrored value: MEAN returns the (identical) value; SUM raises
-  // InvalidArgumentError unless there is one replica. With an axis it is
-  // reduced like a PerReplica.
+  // A Mirrored value: MEAN returns the (identical) value; SUM sums its
+  // copies, num_replicas_in_sync() times the value, as TF does. With an axis
+  // it is reduced like a PerReplica.
   Tensor reduce(ReduceOp op, const Mirrored<Tensor>& value, std::optional<int> axis = std::nullopt);
   // A plain value, as TF treats one: the default and one-device strategies
   // return it (reduced along the axis, if given); MirroredStrategy returns it

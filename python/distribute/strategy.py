@@ -278,11 +278,14 @@ class ReplicaContext:
     copies = [(a, np.asarray(memoryview(r))) for a, r in zip(arrays, results)]
     copies = [(a, out) for a, out in copies if out.ctypes.data != a.ctypes.data]
     if copies:
-      # Not reduced in place (small, or read-only somewhere): the other
-      # replicas may still read this replica's arrays until they leave the
-      # call. A second collective is the barrier (every replica makes the
-      # same decision: the in-place set is the same on all of them).
-      _core.all_reduce("SUM", [_BARRIER], timeout)
+      # Not reduced in place (small, read-only somewhere, or across
+      # workers): the other local replicas may still read this replica's
+      # arrays until they leave the call. A second collective is the barrier
+      # (every replica makes the same decision: the in-place set is the same
+      # on all of them). With one local replica nothing else reads them once
+      # the call returned (the cross-worker exchange has completed).
+      if self.strategy._core.num_local_replicas > 1:
+        _core.all_reduce("SUM", [_BARRIER], timeout)
       for a, out in copies:
         np.copyto(a, out.reshape(a.shape))
     return value

@@ -94,11 +94,10 @@ Tensor Strategy::reduce(ReduceOp op, const PerReplica<Tensor>& value, std::optio
 
 Tensor Strategy::reduce(ReduceOp op, const Mirrored<Tensor>& value, std::optional<int> axis) {
   require_cross_replica_or_default_context("reduce");
-  if (axis.has_value()) return reduce(op, PerReplica<Tensor>(value.values()), axis);
-  if (op == ReduceOp::MEAN || num_replicas_in_sync() == 1) return value.primary();
-  throw InvalidArgumentError(call_name(op) + ": a Mirrored value holds the same value on every replica; " +
-                             "expected ReduceOp.MEAN (which returns it) or the value itself, got ReduceOp.SUM " +
-                             "over " + std::to_string(num_replicas_in_sync()) + " replicas");
+  // As TF's MirroredStrategy: MEAN returns the value itself; SUM reduces
+  // the copies like any distributed value (N times the value).
+  if (!axis.has_value() && (op == ReduceOp::MEAN || num_replicas_in_sync() == 1)) return value.primary();
+  return reduce(op, PerReplica<Tensor>(value.values()), axis);
 }
 
 Tensor Strategy::reduce(ReduceOp op, const Tensor& value, std::optional<int> axis) {

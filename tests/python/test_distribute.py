@@ -144,6 +144,13 @@ def test_run_passes_each_replica_its_value_and_kwargs(two):
   assert [float(v[0]) for v in out.values] == [10., 20.]
 
 
+def test_reduce_of_a_mirrored_value_as_tf(two):
+  m = dist.values.Mirrored([np.array([1.0, 2.0], np.float32)] * 2)
+  np.testing.assert_array_equal(np.asarray(two.reduce("mean", m, axis=None)), [1.0, 2.0])  # the value itself
+  np.testing.assert_array_equal(np.asarray(two.reduce("sum", m, axis=None)), [2.0, 4.0])  # its copies summed
+  assert float(np.asarray(two.reduce("sum", m, axis=0))) == 6.0
+
+
 def test_reduce_with_axis_divides_by_the_total_count(two):
   pr = dist.PerReplica([np.array([5., 6.], np.float32), np.array([7.], np.float32)])
   assert float(two.reduce("mean", pr, axis=0)) == 6.0
