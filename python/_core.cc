@@ -292,6 +292,17 @@ dist::ReduceOp reduce_op(const std::string& name) {
   throw dist::InvalidArgumentError("expected ReduceOp.SUM or ReduceOp.MEAN (or \"sum\", \"mean\"), got " + name);
 }
 
+dist::InputOptions input_options(int buffer_size, const std::string& policy) {
+  dist::InputOptions options;
+  options.experimental_per_replica_buffer_size = buffer_size;
+  if (policy == "AUTO") options.auto_shard_policy = dist::AutoShardPolicy::AUTO;
+  else if (policy == "FILE") options.auto_shard_policy = dist::AutoShardPolicy::FILE;
+  else if (policy == "DATA") options.auto_shard_policy = dist::AutoShardPolicy::DATA;
+  else if (policy == "OFF") options.auto_shard_policy = dist::AutoShardPolicy::OFF;
+  else throw dist::InvalidArgumentError("InputOptions: expected auto_shard_policy AUTO, FILE, DATA or OFF, got " + policy);
+  return options;
+}
+
 dist::Element element_of(std::vector<dist::Tensor> components, bool is_tuple) {
   if (!is_tuple && components.size() == 1) return dist::Element(std::move(components[0]));
   return dist::Element(std::move(components));
@@ -341,16 +352,41 @@ struct Closable {
   std::unique_ptr<It> iterator;
 };
 
-// A strategy's scope held by a Python context manager (exit() ends it, on
-// the thread that entered it).
+// A strategy's scope held by a Python context manager. A scope belongs to
+// the thread that entered it (each thread has its own stack of scopes):
+// exit() on another thread, or out of order, raises and leaves it open; a
+// holder dropped on another thread leaks its scope rather than pop another
+// thread's stack.
 struct ScopeHolder {
   struct Inner {
     explicit Inner(dist::Strategy& s) : scope(s.scope()) {}
     dist::StrategyScope scope;
   };
-  explicit ScopeHolder(dist::Strategy& s) : inner(std::make_unique<Inner>(s)) {}
-  void exit() { inner.reset(); }
+  explicit ScopeHolder(dist::Strategy& s)
+      : inner(std::make_unique<Inner>(s)), strategy(&s), thread(PyThread_get_thread_ident()) {}
+  ~ScopeHolder() {
+    if (inner && PyThread_get_thread_ident() != thread) (void)inner.release();
+  }
+  void exit() {
+    if (!inner) return;
+    const unsigned long here = PyThread_get_thread_ident();
+    if (here != thread) {
+      throw dist::FailedPreconditionError("Strategy.scope(): the scope of " + strategy->to_string() +
+                                          " was entered on thread " + std::to_string(thread) +
+                                          " and must be exited there, got its exit on thread " +
+                                          std::to_string(here) + " (threading.get_ident())");
+    }
+    if (dist::get_replica_context() != nullptr || &dist::get_strategy() != strategy) {
+      throw dist::FailedPreconditionError("Strategy.scope(): scopes must be exited in the reverse order they were "
+                                          "entered; the scope of " + strategy->to_string() +
+                                          " is not the innermost on this thread (that is " +
+                                          dist::get_strategy().to_string() + ")");
+    }
+    inner.reset();
+  }
   std::unique_ptr<Inner> inner;
+  dist::Strategy* strategy;
+  unsigned long thread;
 };
 
 }  // namespace
@@ -543,11 +579,15 @@ PYBIND11_MODULE(_core, m) {
              return s.gather(dist::PerReplica<dist::Tensor>(std::move(values)), axis);
            })
       .def("experimental_distribute_dataset",
-           [](dist::Strategy& s, const dist::Dataset& d) { return s.experimental_distribute_dataset(d); })
-      .def("distribute_datasets_from_function", [](dist::Strategy& s, py::function fn) {
-        return s.distribute_datasets_from_function(
-            [&](const dist::InputContext& c) { return fn(c).cast<dist::Dataset>(); });
-      });
+           [](dist::Strategy& s, const dist::Dataset& d, int buffer_size, const std::string& policy) {
+             return s.experimental_distribute_dataset(d, input_options(buffer_size, policy));
+           })
+      .def("distribute_datasets_from_function",
+           [](dist::Strategy& s, py::function fn, int buffer_size, const std::string& policy) {
+             return s.distribute_datasets_from_function(
+                 [&](const dist::InputContext& c) { return fn(c).cast<dist::Dataset>(); },
+                 input_options(buffer_size, policy));
+           });
 
   m.def("MirroredStrategy", [](std::optional<std::vector<std::string>> devices) {
     if (!devices.has_value()) return Owned<dist::Strategy>(new dist::MirroredStrategy());

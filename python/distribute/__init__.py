@@ -19,7 +19,7 @@ from . import errors
 from . import data
 from ._tensor import Tensor, convert as convert_to_tensor
 from .values import DistributedValues, Mirrored, Optional, PerReplica, ReduceOp
-from .strategy import (DistributedDataset, DistributedIterator, MirroredStrategy, MultiWorkerMirroredStrategy,
+from .strategy import (DistributedDataset, DistributedIterator, InputOptions, MirroredStrategy, MultiWorkerMirroredStrategy,
                        OneDeviceStrategy, ReplicaContext, Strategy, get_replica_context, get_strategy,
                        has_strategy, in_cross_replica_context)
 from .variables import Checkpoint, Variable, VariableAggregation, VariableSynchronization, latest_checkpoint
@@ -39,7 +39,7 @@ def usable_cpu_count():
 __all__ = [
     "Tensor", "convert_to_tensor", "DistributedValues", "PerReplica", "Mirrored", "Optional", "ReduceOp",
     "Strategy", "MirroredStrategy", "OneDeviceStrategy", "MultiWorkerMirroredStrategy", "ReplicaContext",
-    "DistributedDataset", "DistributedIterator", "InputContext", "get_replica_context", "get_strategy",
+    "DistributedDataset", "DistributedIterator", "InputContext", "InputOptions", "get_replica_context", "get_strategy",
     "has_strategy", "in_cross_replica_context", "data", "errors", "usable_cpu_count", "Variable",
     "VariableAggregation", "VariableSynchronization", "Checkpoint", "latest_checkpoint",
 ]

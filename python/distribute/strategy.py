@@ -1,14 +1,13 @@
 """Strategies, replica contexts and distributed input (TF's distribute_lib.py
 and input_lib.py), over the C++ core."""
 
-import contextlib
 import threading
 import weakref
 
 from . import _core, _nest
 from ._tensor import Tensor, convert
 from .data import Dataset, _pack, _track
-from .errors import InvalidArgumentError, OutOfRangeError
+from .errors import FailedPreconditionError, InvalidArgumentError, OutOfRangeError
 from .values import DistributedValues, Mirrored, Optional, PerReplica, ReduceOp
 
 _strategies = weakref.WeakValueDictionary()  # id -> Python Strategy object
@@ -48,14 +47,11 @@ class Strategy:
     return repr(self._core)
 
   # --- the scope ---
-  @contextlib.contextmanager
   def scope(self):
-    """Makes this strategy current on this thread (cross-replica context)."""
-    held = self._core.scope_enter()
-    try:
-      yield self
-    finally:
-      held.exit()
+    """A context manager making this strategy current on this thread
+    (cross-replica context). It must be exited on the thread that entered
+    it (else FailedPreconditionError, and the scope stays open)."""
+    return _Scope(self)
 
   # --- run ---
   def _check_values(self, value, what):
@@ -137,7 +133,9 @@ class Strategy:
     if not isinstance(dataset, Dataset):
       raise InvalidArgumentError(f"experimental_distribute_dataset: expected a distribute.data.Dataset, got "
                                  f"{type(dataset).__name__}")
-    return DistributedDataset(self, self._core.experimental_distribute_dataset(dataset._core), dataset._structure)
+    buffer_size, policy = InputOptions._of(options, "experimental_distribute_dataset")
+    return DistributedDataset(self, self._core.experimental_distribute_dataset(dataset._core, buffer_size, policy),
+                              dataset._structure)
 
   def distribute_datasets_from_function(self, dataset_fn, options=None):
     """dataset_fn(InputContext) -> this worker's dataset; each replica takes
@@ -152,8 +150,80 @@ class Strategy:
       made.append(dataset)
       return dataset._core
 
-    core = self._core.distribute_datasets_from_function(call)
+    buffer_size, policy = InputOptions._of(options, "distribute_datasets_from_function")
+    core = self._core.distribute_datasets_from_function(call, buffer_size, policy)
     return DistributedDataset(self, core, made[0]._structure)
+
+
+class _Scope:
+  """What Strategy.scope() returns: enters on __enter__, exits on
+  __exit__; a refused exit (another thread, out of order) can be retried."""
+
+  def __init__(self, strategy):
+    self._strategy = strategy
+    self._held = None
+
+  def __enter__(self):
+    if self._held is not None:
+      raise FailedPreconditionError(f"Strategy.scope(): this scope of {self._strategy!r} is already entered; "
+                                    f"call strategy.scope() again for another one")
+    self._held = self._strategy._core.scope_enter()
+    return self._strategy
+
+  def __exit__(self, *exc):
+    if self._held is not None:
+      self._held.exit()  # raises, keeping the scope, when refused
+      self._held = None
+    return False
+
+
+class InputOptions:
+  """TF's tf.distribute.InputOptions for distributed datasets.
+
+  experimental_per_replica_buffer_size: steps prepared ahead of the one
+    being consumed, on a background thread (0: each inside get_next);
+  experimental_fetch_to_device, experimental_place_dataset_on_device:
+    accepted for TF programs; the devices are CPUs, so both mean the same
+    here (the data stays where it is);
+  auto_shard_policy: how datasets are split across workers ("AUTO",
+    "FILE", "DATA", "OFF"; TF keeps it in tf.data.Options'
+    experimental_distribute.auto_shard_policy)."""
+
+  _POLICIES = ("AUTO", "FILE", "DATA", "OFF")
+
+  def __init__(self, experimental_fetch_to_device=None, experimental_replication_mode=None,
+               experimental_place_dataset_on_device=False, experimental_per_replica_buffer_size=1,
+               auto_shard_policy="AUTO"):
+    if isinstance(experimental_per_replica_buffer_size, bool) or \
+        not isinstance(experimental_per_replica_buffer_size, int) or experimental_per_replica_buffer_size < 0:
+      raise InvalidArgumentError(f"InputOptions: expected experimental_per_replica_buffer_size to be an int >= 0, "
+                                 f"got {experimental_per_replica_buffer_size!r}")
+    policy = getattr(auto_shard_policy, "name", auto_shard_policy)
+    if policy not in self._POLICIES:
+      raise InvalidArgumentError(f"InputOptions: expected auto_shard_policy one of {', '.join(self._POLICIES)}, "
+                                 f"got {auto_shard_policy!r}")
+    if experimental_replication_mode not in (None, "PER_WORKER", "PER_REPLICA") and \
+        getattr(experimental_replication_mode, "name", None) not in ("PER_WORKER", "PER_REPLICA"):
+      raise InvalidArgumentError(f"InputOptions: expected experimental_replication_mode PER_WORKER or PER_REPLICA, "
+                                 f"got {experimental_replication_mode!r}")
+    self.experimental_fetch_to_device = experimental_fetch_to_device
+    self.experimental_replication_mode = experimental_replication_mode
+    self.experimental_place_dataset_on_device = experimental_place_dataset_on_device
+    self.experimental_per_replica_buffer_size = experimental_per_replica_buffer_size
+    self.auto_shard_policy = policy
+
+  def __repr__(self):
+    return (f"InputOptions(experimental_per_replica_buffer_size={self.experimental_per_replica_buffer_size}, "
+            f"auto_shard_policy={self.auto_shard_policy!r})")
+
+  @staticmethod
+  def _of(options, call):
+    if options is None:
+      options = InputOptions()
+    if not isinstance(options, InputOptions):
+      raise InvalidArgumentError(f"{call}: expected options to be a distribute.InputOptions, got "
+                                 f"{type(options).__name__}")
+    return options.experimental_per_replica_buffer_size, options.auto_shard_policy
 
 
 class MirroredStrategy(Strategy):

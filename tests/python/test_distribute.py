@@ -151,6 +151,31 @@ def test_reduce_of_a_mirrored_value_as_tf(two):
   assert float(np.asarray(two.reduce("sum", m, axis=0))) == 6.0
 
 
+def test_input_options_reach_the_core(two):
+  threads = set()
+
+  def record(x):
+    threads.add(threading.get_ident())
+    return x
+
+  ds = dist.data.Dataset.range(8).map(record).batch(4)
+  for buffer_size in (0, 3):
+    threads.clear()
+    options = dist.InputOptions(experimental_per_replica_buffer_size=buffer_size, auto_shard_policy="OFF")
+    steps = [two.experimental_local_results(s) for s in two.experimental_distribute_dataset(ds, options)]
+    assert [[np.asarray(v).tolist() for v in s] for s in steps] == [[[0, 1], [2, 3]], [[4, 5], [6, 7]]]
+    # No buffer: the steps are made inside get_next, on this thread.
+    assert (threads == {threading.get_ident()}) == (buffer_size == 0)
+    fn = two.distribute_datasets_from_function(lambda ctx: dist.data.Dataset.range(4).batch(1), options)
+    assert len(list(fn)) == 2
+  with pytest.raises(errors.InvalidArgumentError, match="experimental_per_replica_buffer_size"):
+    dist.InputOptions(experimental_per_replica_buffer_size=-1)
+  with pytest.raises(errors.InvalidArgumentError, match="auto_shard_policy"):
+    dist.InputOptions(auto_shard_policy="HOSTS")
+  with pytest.raises(errors.InvalidArgumentError, match="expected options to be a distribute.InputOptions"):
+    two.experimental_distribute_dataset(dist.data.Dataset.range(8).batch(4), {"experimental_per_replica_buffer_size": 2})
+
+
 def test_reduce_with_axis_divides_by_the_total_count(two):
   pr = dist.PerReplica([np.array([5., 6.], np.float32), np.array([7.], np.float32)])
   assert float(two.reduce("mean", pr, axis=0)) == 6.0
@@ -415,3 +440,35 @@ def test_the_interpreter_exits_cleanly_with_live_pipelines(tmp_path):
   for _ in range(3):
     done = subprocess.run([sys.executable, str(script)], capture_output=True, text=True, timeout=60)
     assert done.returncode == 0 and "leaving" in done.stdout, done.stdout + done.stderr
+
+
+def test_a_scope_exited_on_another_thread_raises_and_stays_open(two):
+  cm = two.scope()
+  cm.__enter__()
+  errors_seen = []
+
+  def exit_elsewhere():
+    try:
+      cm.__exit__(None, None, None)
+    except errors.FailedPreconditionError as e:
+      errors_seen.append(str(e))
+
+  t = threading.Thread(target=exit_elsewhere)
+  t.start()
+  t.join()
+  assert len(errors_seen) == 1 and "must be exited there" in errors_seen[0], errors_seen
+  assert dist.get_strategy() is two  # still open on this thread
+  cm.__exit__(None, None, None)
+  assert not dist.has_strategy()
+
+
+def test_scopes_exited_out_of_order_raise(two):
+  other = dist.OneDeviceStrategy("CPU:0")
+  outer = two.scope()
+  outer.__enter__()
+  inner = other.scope()
+  with pytest.raises(errors.FailedPreconditionError):
+    inner.__enter__()  # scopes of different strategies do not nest (TF's rule)
+  assert dist.get_strategy() is two
+  outer.__exit__(None, None, None)
+  assert not dist.has_strategy()

@@ -58,6 +58,7 @@ distribute = _types.SimpleNamespace(
     Strategy=_dist.Strategy,
     ReduceOp=_dist.ReduceOp,
     InputContext=_dist.InputContext,
+    InputOptions=_dist.InputOptions,
     get_replica_context=_get_replica_context,
     get_strategy=_dist.get_strategy,
     has_strategy=_dist.has_strategy,
