@@ -22,6 +22,7 @@
 #include <pybind11/stl.h>
 
 #include <cstdint>
+#include <cstring>
 #include <exception>
 #include <memory>
 #include <optional>
@@ -196,8 +197,15 @@ const char* format_of(dist::DType dtype) {
 // Wraps a C-contiguous buffer of a supported dtype without a copy; the
 // buffer (and the object exporting it) lives as long as any view of the
 // tensor. Writable buffers can receive a donated all_reduce's result.
-dist::Tensor wrap_buffer(const py::buffer& buffer) {
-  auto info = keep(new py::buffer_info(buffer.request()));
+dist::Tensor wrap_buffer(const py::buffer& buffer, bool need_writable = false) {
+  std::shared_ptr<py::buffer_info> info;
+  try {
+    info = keep(new py::buffer_info(buffer.request(need_writable)));
+  } catch (py::error_already_set& e) {
+    if (!need_writable || !e.matches(PyExc_BufferError)) throw;
+    throw dist::InvalidArgumentError("all_reduce_in_place: expected writable arrays or tensors, got a read-only " +
+                                     py::str(py::type::handle_of(buffer).attr("__name__")).cast<std::string>());
+  }
   const std::optional<dist::DType> dtype = dtype_of_format(*info);
   if (!dtype.has_value()) {
     throw dist::InvalidArgumentError("expected a buffer of float32, float64, int32 or int64, got format '" +
@@ -433,7 +441,7 @@ PYBIND11_MODULE(_core, m) {
       .def("_to_string", &dist::Tensor::to_string)
       .def("_data_address", [](const dist::Tensor& t) { return reinterpret_cast<std::uintptr_t>(t.bytes().data()); })
       .def("_shares_buffer_with", &dist::Tensor::shares_buffer_with);
-  m.def("wrap", &wrap_buffer, "A Tensor over a C-contiguous buffer, without a copy");
+  m.def("wrap", [](const py::buffer& b) { return wrap_buffer(b); }, "A Tensor over a C-contiguous buffer, without a copy");
 
   // --- Datasets -------------------------------------------------------------
   py::class_<dist::Dataset>(m, "Dataset")
@@ -682,6 +690,35 @@ PYBIND11_MODULE(_core, m) {
     Interruptible interruptible;
     py::gil_scoped_release nogil;
     return ctx.all_reduce(reduce_op(op), std::move(values), options);
+  });
+  // all_reduce_in_place's whole call (C-contiguous writable buffers): the
+  // buffers are donated, and those not reduced in place receive their
+  // result here, after a barrier when other local replicas may still read
+  // them (every replica takes the same branch: the in-place set is the same
+  // on all of them).
+  m.def("all_reduce_into", [](const std::string& op, const std::vector<py::buffer>& targets,
+                              std::optional<double> timeout) {
+    dist::ReplicaContext& ctx = dist::current_replica_context();
+    dist::CommunicationOptions options;
+    options.timeout_seconds = timeout;
+    std::vector<dist::Tensor> values;
+    values.reserve(targets.size());
+    for (const py::buffer& b : targets) values.push_back(wrap_buffer(b, /*need_writable=*/true));
+    std::vector<std::byte*> destinations;
+    for (const dist::Tensor& t : values) destinations.push_back(const_cast<std::byte*>(t.bytes().data()));
+    const bool other_local_replicas = ctx.strategy().num_local_replicas() > 1;
+    const dist::ReduceOp reduce = reduce_op(op);
+    Interruptible interruptible;
+    py::gil_scoped_release nogil;
+    std::vector<dist::Tensor> results = ctx.all_reduce(reduce, std::move(values), options);
+    bool copies = false;
+    for (std::size_t i = 0; i < results.size(); ++i) copies = copies || results[i].bytes().data() != destinations[i];
+    if (!copies) return;
+    if (other_local_replicas) ctx.all_reduce(dist::ReduceOp::SUM, dist::Tensor(0.f), options);
+    for (std::size_t i = 0; i < results.size(); ++i) {
+      const auto bytes = results[i].bytes();
+      if (bytes.data() != destinations[i] && !bytes.empty()) std::memcpy(destinations[i], bytes.data(), bytes.size());
+    }
   });
   m.def("all_gather", [](std::vector<dist::Tensor> values, int axis) {
     dist::ReplicaContext& ctx = dist::current_replica_context();

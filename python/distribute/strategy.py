@@ -327,9 +327,10 @@ class ReplicaContext:
 
   def all_reduce_in_place(self, reduce_op, value, options=None):
     """all_reduce that writes the sums into the given arrays themselves
-    (writable, C-contiguous numpy arrays or CPU torch tensors of a
-    supported dtype, of at least 64 KiB each on every replica; smaller or
-    read-only ones are copied into as the fallback). Returns ``value``."""
+    (writable numpy arrays or CPU torch tensors of a supported dtype).
+    C-contiguous ones of at least 64 KiB on every replica of one worker are
+    reduced in place; the others (smaller, strided, or across workers) get
+    the result copied into them. Returns ``value``."""
     import numpy as np
     from ._tensor import dlpack_array
     op = ReduceOp.of(reduce_op).value
@@ -340,10 +341,15 @@ class ReplicaContext:
       if not isinstance(a, np.ndarray) or not a.flags.writeable:
         raise InvalidArgumentError(f"all_reduce_in_place: expected writable arrays or tensors, got "
                                    f"{type(a).__name__}")
+    timeout = getattr(options, "timeout_seconds", None)
+    if all(a.flags.c_contiguous and a.dtype.isnative for a in arrays):
+      # The whole call in C++ with the GIL released: wrap, reduce (donated),
+      # then the barrier and the copies of what was not reduced in place.
+      _core.all_reduce_into(op, arrays, timeout)
+      return value
     global _BARRIER
     if _BARRIER is None:
       _BARRIER = convert(np.zeros((), np.float32))
-    timeout = getattr(options, "timeout_seconds", None)
     results = _core.all_reduce_donated(op, [convert(a) for a in arrays], timeout)
     copies = [(a, np.asarray(memoryview(r))) for a, r in zip(arrays, results)]
     copies = [(a, out) for a, out in copies if out.ctypes.data != a.ctypes.data]

@@ -288,6 +288,28 @@ def test_in_place_all_reduce_of_small_arrays_copies_back_safely(two):
   assert arrays[0][0] == arrays[1][0] == 3 * 2**49
 
 
+def test_in_place_all_reduce_of_mixed_strided_and_read_only_arrays(two):
+  # A strided array takes the copying path; a read-only one is refused.
+  big = [np.zeros((1 << 16) * 2, np.float32) for _ in range(2)]
+  small = [np.full(5, 2.0, np.float64) for _ in range(2)]
+
+  def step():
+    r = dist.get_replica_context().replica_id_in_sync_group
+    strided = big[r][::2]
+    strided[:] = r + 1.0
+    dist.get_replica_context().all_reduce_in_place("sum", {"strided": strided, "small": small[r]})
+
+  two.run(step)
+  for r in range(2):
+    np.testing.assert_array_equal(big[r][::2][:3], [3.0, 3.0, 3.0])
+    assert big[r][1] == 0.0  # the gaps untouched
+    np.testing.assert_array_equal(small[r], [4.0] * 5)
+  frozen = np.ones(4, np.float32)
+  frozen.flags.writeable = False
+  with pytest.raises(errors.InvalidArgumentError, match="expected writable arrays"):
+    two.run(lambda: dist.get_replica_context().all_reduce_in_place("sum", [frozen]))
+
+
 def test_collectives_outside_a_replica_raise(two):
   with two.scope():
     assert dist.get_replica_context() is None  # as TF's None
