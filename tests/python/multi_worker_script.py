@@ -1,8 +1,15 @@
 """Run by test_multi_worker.py under mpirun -np 2: a MultiWorkerMirroredStrategy
 from Python. Mode "ok": collectives, reduce and a distributed dataset, then
 a clean exit. Mode "fail": worker 1's replica raises; worker 0, waiting in
-all_reduce, raises UnavailableError naming worker 1."""
+all_reduce, raises UnavailableError naming worker 1. Mode "interrupt":
+worker 1 gets a SIGINT while its all_reduce waits for worker 0 (which
+comes 3 s late): KeyboardInterrupt on worker 1, UnavailableError naming
+the interrupt on worker 0 (at its first or second all_reduce)."""
+import os
+import signal
 import sys
+import threading
+import time
 
 import numpy as np
 
@@ -26,3 +33,28 @@ if mode == "fail":
     print(f"worker {w}: UnavailableError: {e}", flush=True)
   except RuntimeError as e:
     print(f"worker {w}: RuntimeError: {e}", flush=True)
+if mode == "interrupt":
+  calls = []
+
+  def late_step():
+    calls.append(1)
+    if w == 0 and len(calls) == 1:
+      time.sleep(3.0)
+    dist.get_replica_context().all_reduce("sum", np.ones(4, np.float32))
+  if w == 1:
+    threading.Timer(0.5, os.kill, (os.getpid(), signal.SIGINT)).start()
+  start = time.monotonic()
+  try:
+    # Worker 1's contribution to the first all_reduce may already be there
+    # when worker 0 arrives (small messages are sent eagerly): worker 0's
+    # next one then finds the report.
+    s.run(late_step)
+    s.run(late_step)
+    print(f"worker {w}: no exception", flush=True)
+  except KeyboardInterrupt:
+    print(f"worker {w}: KeyboardInterrupt after {time.monotonic() - start:.2f} s", flush=True)
+    # Stays until worker 0 has seen the report: a process leaving with a
+    # broken channel ends the whole job (MPI_Abort).
+    time.sleep(4.0)
+  except dist.errors.UnavailableError as e:
+    print(f"worker {w}: UnavailableError: {e}", flush=True)

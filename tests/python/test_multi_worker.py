@@ -32,3 +32,12 @@ def test_a_failing_worker_is_reported_to_the_other():
   assert "worker 1: RuntimeError: worker one's replica failed" in done.stdout, done.stdout + done.stderr
   assert "worker 0: UnavailableError" in done.stdout and "worker 1" in done.stdout, done.stdout + done.stderr
   assert done.returncode != 0  # a broken channel ends the job with an error status
+
+
+def test_ctrl_c_on_one_worker_interrupts_it_and_is_reported_to_the_other():
+  done = launch("interrupt")
+  out = done.stdout + done.stderr
+  line = [l for l in done.stdout.splitlines() if l.startswith("worker 1: KeyboardInterrupt after")]
+  assert line, out
+  assert float(line[0].split()[-2]) < 2.5, out  # before worker 0 arrives (3 s): the wait itself was interrupted
+  assert "worker 0: UnavailableError" in done.stdout and "interrupted on worker 1" in done.stdout, out
