@@ -5,7 +5,7 @@ import threading
 import weakref
 
 from . import _core, _nest
-from ._tensor import Tensor, convert
+from ._tensor import _NUMPY_DTYPES, Tensor, convert
 from .data import Dataset, _pack, _track
 from .errors import FailedPreconditionError, InvalidArgumentError, OutOfRangeError
 from .values import DistributedValues, Mirrored, Optional, PerReplica, ReduceOp
@@ -342,6 +342,13 @@ class ReplicaContext:
         raise InvalidArgumentError(f"all_reduce_in_place: expected writable arrays or tensors, got "
                                    f"{type(a).__name__}")
     timeout = getattr(options, "timeout_seconds", None)
+    if self._num_replicas == 1:
+      # The sum over one replica is its value; only the dtype is checked,
+      # as every other case does.
+      for a in arrays:
+        if a.dtype not in _NUMPY_DTYPES:
+          convert(a)  # raises the InvalidArgumentError naming the supported dtypes
+      return value
     if all(a.flags.c_contiguous and a.dtype.isnative for a in arrays):
       # The whole call in C++ with the GIL released: wrap, reduce (donated),
       # then the barrier and the copies of what was not reduced in place.
