@@ -21,6 +21,7 @@
 #include <pybind11/pybind11.h>
 #include <pybind11/stl.h>
 
+#include <algorithm>
 #include <cstdint>
 #include <cstring>
 #include <exception>
@@ -119,17 +120,32 @@ std::set<unsigned long>& running_replicas() {
   return *threads;
 }
 
+// Set when the replicas of the main thread's run are interrupted: a
+// replica that had not started its function yet raises at its start.
+// Cleared when the main thread starts a run. Under the GIL.
+bool g_replicas_interrupted = false;
+
 // Raises KeyboardInterrupt in the replica threads' Python code (GIL held;
-// never in the main thread, which got the signal's own exception).
+// never in the main thread, which got the signal's own exception). Only
+// replicas of runs started by the main thread are registered.
 void interrupt_replicas() {
+  g_replicas_interrupted = true;
   for (unsigned long id : running_replicas()) {
     if (id != g_main_thread) PyThreadState_SetAsyncExc(id, PyExc_KeyboardInterrupt);
   }
 }
 
+// True while the main thread runs signal handlers from inside a wait: a
+// handler that calls back into a waiting call of the library (run inside
+// run, next on the iterator being waited on) is refused, not deadlocked.
+bool g_in_signal_handlers = false;  // main thread only
+
 void check_signals() {
   py::gil_scoped_acquire gil;
-  if (PyErr_CheckSignals() == 0) return;
+  g_in_signal_handlers = true;
+  const int raised = PyErr_CheckSignals();
+  g_in_signal_handlers = false;
+  if (raised == 0) return;
   interrupt_replicas();
   py::error_already_set e;
   throw PythonError(e);
@@ -139,15 +155,29 @@ void check_signals() {
 // runs Python's signal handlers.
 struct Interruptible {
   Interruptible() {
-    if (PyThread_get_thread_ident() == g_main_thread) check.emplace(&check_signals);
+    if (PyThread_get_thread_ident() != g_main_thread) return;
+    if (g_in_signal_handlers) {
+      throw dist::FailedPreconditionError(
+          "a Python signal handler called into distribute while the main thread waits in it (a run, a "
+          "collective or get_next): do the work after that call returns (e.g. set a flag in the handler)");
+    }
+    check.emplace(&check_signals);
   }
   std::optional<dist::ScopedInterruptCheck> check;
 };
 
 // Runs a replica function under the GIL, its thread known to
 // interrupt_replicas() meanwhile.
-void call_replica_function(const py::function& f, int replica) {
+void call_replica_function(const py::function& f, int replica, bool from_main_thread) {
   with_gil([&] {
+    if (!from_main_thread) {
+      f(replica);
+      return;
+    }
+    if (g_replicas_interrupted) {
+      PyErr_SetNone(PyExc_KeyboardInterrupt);
+      throw py::error_already_set();
+    }
     const unsigned long me = PyThread_get_thread_ident();
     running_replicas().insert(me);
     struct Leave {
@@ -559,10 +589,12 @@ PYBIND11_MODULE(_core, m) {
              auto f = keep(new py::function(std::move(body)));
              const int base = s.worker_index() * s.num_local_replicas();
              Interruptible interruptible;
+             const bool from_main_thread = interruptible.check.has_value();
+             if (from_main_thread) g_replicas_interrupted = false;
              py::gil_scoped_release nogil;
              s.run([&] {
                const int r = dist::current_replica_context().replica_id_in_sync_group() - base;
-               call_replica_function(*f, r);
+               call_replica_function(*f, r, from_main_thread);
              });
            })
       .def("scope_enter", [](dist::Strategy& s) { return std::make_unique<ScopeHolder>(s); })
@@ -706,19 +738,42 @@ PYBIND11_MODULE(_core, m) {
     for (const py::buffer& b : targets) values.push_back(wrap_buffer(b, /*need_writable=*/true));
     std::vector<std::byte*> destinations;
     for (const dist::Tensor& t : values) destinations.push_back(const_cast<std::byte*>(t.bytes().data()));
+    // Buffers that overlap (one array passed twice, overlapping views) are
+    // not donated: reduced in place, one would read the other's sums. Then
+    // nothing of this call is in place on any replica (donation needs every
+    // replica's), and every replica takes the copying branch below.
+    std::vector<std::pair<std::byte*, std::size_t>> ranges;
+    for (const dist::Tensor& t : values) {
+      if (!t.bytes().empty()) ranges.emplace_back(const_cast<std::byte*>(t.bytes().data()), t.bytes().size());
+    }
+    std::sort(ranges.begin(), ranges.end());
+    bool overlap = false;
+    for (std::size_t i = 1; i < ranges.size(); ++i) {
+      overlap = overlap || ranges[i - 1].first + ranges[i - 1].second > ranges[i].first;
+    }
     const bool other_local_replicas = ctx.strategy().num_local_replicas() > 1;
     const dist::ReduceOp reduce = reduce_op(op);
     Interruptible interruptible;
     py::gil_scoped_release nogil;
-    std::vector<dist::Tensor> results = ctx.all_reduce(reduce, std::move(values), options);
+    std::vector<dist::Tensor> results =
+        overlap ? ctx.all_reduce(reduce, values, options) : ctx.all_reduce(reduce, std::move(values), options);
+    // (Empty tensors do not count: their data pointers may differ between
+    // replicas, and the decision must be the same on all of them.)
+    int in_place = 0;
     bool copies = false;
-    for (std::size_t i = 0; i < results.size(); ++i) copies = copies || results[i].bytes().data() != destinations[i];
-    if (!copies) return;
+    for (std::size_t i = 0; i < results.size(); ++i) {
+      if (results[i].bytes().empty()) continue;
+      const bool same = results[i].bytes().data() == destinations[i];
+      in_place += same ? 1 : 0;
+      copies = copies || !same;
+    }
+    if (!copies) return in_place;
     if (other_local_replicas) ctx.all_reduce(dist::ReduceOp::SUM, dist::Tensor(0.f), options);
     for (std::size_t i = 0; i < results.size(); ++i) {
       const auto bytes = results[i].bytes();
       if (bytes.data() != destinations[i] && !bytes.empty()) std::memcpy(destinations[i], bytes.data(), bytes.size());
     }
+    return in_place;  // how many were reduced in place (for tests)
   });
   m.def("all_gather", [](std::vector<dist::Tensor> values, int axis) {
     dist::ReplicaContext& ctx = dist::current_replica_context();

@@ -14,10 +14,18 @@
 //   - in a collective: the collective raises it and aborts the group with it
 //     (the same as a failure of that replica);
 //   - in get_next(): it is raised with the iterator unchanged (the next call
-//     goes on where this one stopped);
+//     goes on where this one stopped) when the wait is for the pipeline's
+//     last transformation, a prefetch or a parallel map, or for a
+//     distributed iterator's buffered steps; other waits inside a pipeline
+//     (a prefetch followed by a batch, a distributed dataset with
+//     experimental_per_replica_buffer_size 0) are not interrupted;
 //   - in a cross-worker exchange: it is raised and the exchange is broken,
 //     as at its deadline (the other workers' waits raise UnavailableError
-//     or DeadlineExceededError).
+//     or DeadlineExceededError). This includes a multi-worker
+//     get_next()'s agreement on the step, which then loses the step (the
+//     strategy cannot go on anyway).
+// Once a check has thrown, the rest of that wait does not call it again
+// (run() then waits for its replicas without further checks).
 // Waits that do not return to the caller (the replica threads' own waits,
 // a pipeline's background threads) do not call it. The check runs on the
 // waiting thread. Checks nest (the innermost one applies) and belong to the

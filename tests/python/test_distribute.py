@@ -288,6 +288,30 @@ def test_in_place_all_reduce_of_small_arrays_copies_back_safely(two):
   assert arrays[0][0] == arrays[1][0] == 3 * 2**49
 
 
+def test_in_place_all_reduce_really_is_in_place_and_handles_aliases(two):
+  from distribute import _core
+  big = [np.full(1 << 16, r + 1.0, np.float32) for r in range(2)]  # 256 KiB each
+  counts = {}
+
+  def step():
+    r = dist.get_replica_context().replica_id_in_sync_group
+    counts[r] = _core.all_reduce_into("SUM", [big[r]], None)
+
+  two.run(step)
+  assert counts == {0: 1, 1: 1}  # reduced in the arrays themselves, no copy
+  assert big[0][0] == big[1][-1] == 3.0
+  # The same array twice (tied weights): not donated, both get the sum once.
+  tied = [np.full(1 << 16, r + 1.0, np.float32) for r in range(2)]
+
+  def tied_step():
+    r = dist.get_replica_context().replica_id_in_sync_group
+    counts[r] = _core.all_reduce_into("SUM", [tied[r], tied[r]], None)
+
+  two.run(tied_step)
+  assert counts == {0: 0, 1: 0}
+  assert tied[0][0] == tied[1][-1] == 3.0
+
+
 def test_in_place_all_reduce_of_mixed_strided_and_read_only_arrays(two):
   # A strided array takes the copying path; a read-only one is refused.
   big = [np.zeros((1 << 16) * 2, np.float32) for _ in range(2)]
@@ -484,13 +508,25 @@ def test_a_scope_exited_on_another_thread_raises_and_stays_open(two):
   assert not dist.has_strategy()
 
 
-def test_scopes_exited_out_of_order_raise(two):
+def test_a_scope_exited_out_of_order_raises(two):
   other = dist.OneDeviceStrategy("CPU:0")
   outer = two.scope()
   outer.__enter__()
-  inner = other.scope()
   with pytest.raises(errors.FailedPreconditionError):
-    inner.__enter__()  # scopes of different strategies do not nest (TF's rule)
+    other.scope().__enter__()  # scopes of different strategies do not nest (TF's rule)
+  # Exiting it inside its own run's replica context (replica 0 runs on this
+  # thread), where it is not the innermost context, is refused.
+  refused = []
+
+  def fn():
+    if dist.get_replica_context().replica_id_in_sync_group == 0:
+      try:
+        outer.__exit__(None, None, None)
+      except errors.FailedPreconditionError as e:
+        refused.append(str(e))
+
+  two.run(fn)
+  assert len(refused) == 1 and "reverse order" in refused[0], refused
   assert dist.get_strategy() is two
   outer.__exit__(None, None, None)
   assert not dist.has_strategy()

@@ -119,11 +119,15 @@ def test_ctrl_c_while_get_next_waits_loses_no_element():
 
 def test_ctrl_c_with_a_handler_that_does_not_raise_lets_run_finish(two):
   seen = []
-  previous = signal.signal(signal.SIGINT, lambda signum, frame: seen.append(signum))
+  replica1_done = threading.Event()
+  # The handler must run during the wait (replica 1 still sleeping), not
+  # only once run() returned.
+  previous = signal.signal(signal.SIGINT, lambda signum, frame: seen.append((signum, replica1_done.is_set())))
   try:
     def fn():
       if dist.get_replica_context().replica_id_in_sync_group == 1:
         time.sleep(0.6)
+        replica1_done.set()
       return dist.get_replica_context().all_reduce("sum", np.ones(2, np.float32))
 
     timer = sigint_after(0.2)
@@ -131,5 +135,30 @@ def test_ctrl_c_with_a_handler_that_does_not_raise_lets_run_finish(two):
     timer.join()
   finally:
     signal.signal(signal.SIGINT, previous)
-  assert seen == [signal.SIGINT]  # the user's handler ran, during the wait
+  assert seen == [(signal.SIGINT, False)]  # the user's handler ran, during the wait
   np.testing.assert_array_equal(np.asarray(two.experimental_local_results(out)[0]), [2, 2])
+
+
+def test_a_signal_handler_calling_into_a_waiting_strategy_is_refused(two):
+  outcome = []
+
+  def handler(signum, frame):
+    try:
+      two.run(lambda: None)  # run() inside the run() the main thread waits in
+      outcome.append("ran")
+    except dist.errors.FailedPreconditionError as e:
+      outcome.append(str(e))
+
+  previous = signal.signal(signal.SIGINT, handler)
+  try:
+    def fn():
+      if dist.get_replica_context().replica_id_in_sync_group == 1:
+        time.sleep(0.6)
+
+    timer = sigint_after(0.2)
+    two.run(fn)
+    timer.join()
+  finally:
+    signal.signal(signal.SIGINT, previous)
+  assert len(outcome) == 1 and "signal handler called into distribute" in outcome[0], outcome
+  still_works(two)
