@@ -713,16 +713,6 @@ PYBIND11_MODULE(_core, m) {
     py::gil_scoped_release nogil;
     return ctx.all_reduce(reduce_op(op), values, options);
   });
-  // The donating form: tensors the caller hands over (its Python references
-  // dropped) are reduced in place into their buffers where possible.
-  m.def("all_reduce_donated", [](const std::string& op, std::vector<dist::Tensor> values, std::optional<double> timeout) {
-    dist::ReplicaContext& ctx = dist::current_replica_context();
-    dist::CommunicationOptions options;
-    options.timeout_seconds = timeout;
-    Interruptible interruptible;
-    py::gil_scoped_release nogil;
-    return ctx.all_reduce(reduce_op(op), std::move(values), options);
-  });
   // all_reduce_in_place's whole call (C-contiguous writable buffers): the
   // buffers are donated, and those not reduced in place receive their
   // result here, after a barrier when other local replicas may still read

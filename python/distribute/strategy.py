@@ -11,7 +11,6 @@ from .errors import FailedPreconditionError, InvalidArgumentError, OutOfRangeErr
 from .values import DistributedValues, Mirrored, Optional, PerReplica, ReduceOp
 
 _strategies = weakref.WeakValueDictionary()  # id -> Python Strategy object
-_BARRIER = None  # a scalar tensor, made on first use
 
 
 def _register(strategy):
@@ -349,28 +348,16 @@ class ReplicaContext:
         if a.dtype not in _NUMPY_DTYPES:
           convert(a)  # raises the InvalidArgumentError naming the supported dtypes
       return value
-    if all(a.flags.c_contiguous and a.dtype.isnative for a in arrays):
-      # The whole call in C++ with the GIL released: wrap, reduce (donated),
-      # then the barrier and the copies of what was not reduced in place.
-      _core.all_reduce_into(op, arrays, timeout)
-      return value
-    global _BARRIER
-    if _BARRIER is None:
-      _BARRIER = convert(np.zeros((), np.float32))
-    results = _core.all_reduce_donated(op, [convert(a) for a in arrays], timeout)
-    copies = [(a, np.asarray(memoryview(r))) for a, r in zip(arrays, results)]
-    copies = [(a, out) for a, out in copies if out.ctypes.data != a.ctypes.data]
-    if copies:
-      # Not reduced in place (small, read-only somewhere, or across
-      # workers): the other local replicas may still read this replica's
-      # arrays until they leave the call. A second collective is the barrier
-      # (every replica makes the same decision: the in-place set is the same
-      # on all of them). With one local replica nothing else reads them once
-      # the call returned (the cross-worker exchange has completed).
-      if self.strategy._core.num_local_replicas > 1:
-        _core.all_reduce("SUM", [_BARRIER], timeout)
-      for a, out in copies:
-        np.copyto(a, out.reshape(a.shape))
+    # The whole call in C++ with the GIL released: wrap, reduce (donated),
+    # then the barrier and the copies of what was not reduced in place.
+    # Strided or non-native-order arrays go through a contiguous native copy
+    # each (staged: the same mechanism, then copied back).
+    staged = [a if a.flags.c_contiguous and a.dtype.isnative else
+              np.ascontiguousarray(a, dtype=a.dtype.newbyteorder("=")) for a in arrays]
+    _core.all_reduce_into(op, staged, timeout)
+    for a, b in zip(arrays, staged):
+      if b is not a:
+        np.copyto(a, b)
     return value
 
   def all_gather(self, value, axis, options=None):
