@@ -33,6 +33,8 @@ int main(int argc, char** argv) {
       ->capture_default_str();
   app.add_option("--batch-size", config.batch_size, "global batch size, split across the replicas")
       ->capture_default_str();
+  app.add_flag("--drop-remainder", config.drop_remainder,
+               "skip each epoch's last batch when it is partial (TF's batch(drop_remainder=True))");
   auto* lr_option =
       app.add_option("--learning-rate", learning_rate, "learning rate (default: 0.05 for sgd, 0.001 for adam)");
   app.add_option("--optimizer", optimizer, "sgd (momentum 0.9) | adam")->capture_default_str();

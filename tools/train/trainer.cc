@@ -1,9 +1,9 @@
 #include "trainer.h"
 
+#include "mlp_kernels.h"
 #include "plot.h"
 #include "progress.h"
 
-#include <Eigen/Dense>
 #include <algorithm>
 #include <array>
 #include <chrono>
@@ -24,8 +24,6 @@
 namespace distribute::train {
 namespace {
 
-using Mat = Eigen::Matrix<float, Eigen::Dynamic, Eigen::Dynamic, Eigen::RowMajor>;
-using RowVec = Eigen::Matrix<float, 1, Eigen::Dynamic>;
 constexpr std::int64_t kInputs = 64;
 constexpr std::int64_t kClasses = 10;
 constexpr double kTestFraction = 0.2;
@@ -115,68 +113,39 @@ struct Pass {
 };
 
 // Forward (and, with want_grads, backward) pass of the MLP over `rows`
-// examples. Gradients are of loss_sum * loss_scale.
+// examples. Gradients are of loss_sum * loss_scale. The arithmetic is the
+// kernels' (mlp_kernels.h); this fits the tensors to it.
 Pass forward_backward(const std::vector<Tensor>& params, const Tensor& x, const Tensor& y, float loss_scale,
                       bool want_grads) {
   Pass pass;
   const std::size_t layers = params.size() / 2;
-  const Eigen::Index rows = x.dim(0);
+  const std::int64_t rows = x.dim(0);
   if (rows == 0) {
     if (want_grads) {
       for (const Tensor& p : params) pass.grads.push_back(Tensor::zeros(DType::kFloat32, p.shape()));
     }
     return pass;
   }
-  auto kernel = [&](std::size_t l) {
-    const Tensor& t = params[2 * l];
-    return Eigen::Map<const Mat>(t.data<float>().data(), t.dim(0), t.dim(1));
-  };
-  auto bias = [&](std::size_t l) {
-    const Tensor& t = params[2 * l + 1];
-    return Eigen::Map<const RowVec>(t.data<float>().data(), t.dim(0));
-  };
-  std::vector<Mat> acts(layers);  // inputs of each layer
-  acts[0] = Eigen::Map<const Mat>(x.data<float>().data(), rows, x.dim(1));
-  Mat logits;
+  std::vector<kernels::Layer> spec(layers);
   for (std::size_t l = 0; l < layers; ++l) {
-    Mat z = (acts[l] * kernel(l)).rowwise() + bias(l);
-    if (l + 1 < layers) {
-      acts[l + 1] = z.cwiseMax(0.f);
-    } else {
-      logits = std::move(z);
-    }
+    const Tensor& kernel = params[2 * l];
+    spec[l] = {kernel.data<float>().data(), params[2 * l + 1].data<float>().data(), kernel.dim(0), kernel.dim(1)};
   }
-  const auto labels = y.data<std::int32_t>();
-  Mat probs = (logits.colwise() - logits.rowwise().maxCoeff()).array().exp().matrix();
-  const Eigen::VectorXf denom = probs.rowwise().sum();
-  probs = probs.array().colwise() / denom.array();
-  for (Eigen::Index i = 0; i < rows; ++i) {
-    const auto label = static_cast<Eigen::Index>(labels[static_cast<std::size_t>(i)]);
-    pass.loss_sum -= std::log(std::max(static_cast<double>(probs(i, label)), 1e-30));
-    Eigen::Index best = 0;
-    logits.row(i).maxCoeff(&best);
-    if (best == label) ++pass.correct;
+  // The kernels write the gradients into these buffers, which then become
+  // the gradient tensors without a copy.
+  std::vector<std::vector<float>> buffers;
+  std::vector<kernels::LayerGrad> grads;
+  if (want_grads) {
+    buffers.resize(params.size());
+    for (std::size_t i = 0; i < params.size(); ++i) buffers[i].resize(static_cast<std::size_t>(params[i].num_elements()));
+    for (std::size_t l = 0; l < layers; ++l) grads.push_back({buffers[2 * l].data(), buffers[2 * l + 1].data()});
   }
-  if (!want_grads) return pass;
-
-  Mat delta = probs;
-  for (Eigen::Index i = 0; i < rows; ++i) delta(i, labels[static_cast<std::size_t>(i)]) -= 1.f;
-  delta *= loss_scale;
-  pass.grads.resize(params.size());
-  for (std::size_t l = layers; l-- > 0;) {
-    // Written straight into the gradient tensors' buffers (no copies).
-    const Shape& kernel_shape = params[2 * l].shape();
-    pass.grads[2 * l] = Tensor::generate<float>(kernel_shape, [&](std::span<float> out) {
-      Eigen::Map<Mat>(out.data(), kernel_shape[0], kernel_shape[1]).noalias() = acts[l].transpose() * delta;
-    });
-    pass.grads[2 * l + 1] = Tensor::generate<float>(params[2 * l + 1].shape(), [&](std::span<float> out) {
-      Eigen::Map<RowVec>(out.data(), delta.cols()).noalias() = delta.colwise().sum();
-    });
-    if (l > 0) {
-      Mat back = delta * kernel(l).transpose();
-      delta = back.cwiseProduct((acts[l].array() > 0.f).cast<float>().matrix());
-    }
-  }
+  const kernels::PassResult r =
+      kernels::active().forward_backward(spec.data(), layers, x.data<float>().data(), y.data<std::int32_t>().data(),
+                                         rows, loss_scale, want_grads ? grads.data() : nullptr);
+  pass.loss_sum = r.loss_sum;
+  pass.correct = r.correct;
+  for (std::size_t i = 0; i < buffers.size(); ++i) pass.grads.push_back(Tensor::wrap(std::move(buffers[i]), params[i].shape()));
   return pass;
 }
 
@@ -196,18 +165,6 @@ class Optimizer {
   virtual void track(Checkpoint& checkpoint) const = 0;
   virtual std::vector<Variable> slots() const = 0;
 };
-
-Eigen::Map<const Eigen::ArrayXf> as_array(const Tensor& t) {
-  return {t.data<float>().data(), static_cast<Eigen::Index>(t.num_elements())};
-}
-// A float tensor of `shape` holding the array expression `expr`, evaluated
-// straight into the tensor's buffer.
-template <class Expr>
-Tensor evaluate_into(const Shape& shape, const Expr& expr) {
-  return Tensor::generate<float>(shape, [&](std::span<float> out) {
-    Eigen::Map<Eigen::ArrayXf>(out.data(), static_cast<Eigen::Index>(out.size())) = expr;
-  });
-}
 
 std::vector<Variable> make_slots(const std::vector<Variable>& params, const std::string& slot) {
   std::vector<Variable> slots;
@@ -230,9 +187,12 @@ class MomentumSgd final : public Optimizer {
     for (std::size_t i = 0; i < params_.size(); ++i) {
       const Tensor v = velocity_[i].value();
       const Tensor w = params_[i].value();
-      const Tensor new_v = evaluate_into(v.shape(), momentum_ * as_array(v) - lr_ * as_array(grads[i]));
-      params_[i].assign(evaluate_into(w.shape(), as_array(w) + as_array(new_v)));
-      velocity_[i].assign(new_v);
+      const std::int64_t n = w.num_elements();
+      std::vector<float> new_w(static_cast<std::size_t>(n)), new_v(static_cast<std::size_t>(n));
+      kernels::active().sgd(n, w.data<float>().data(), v.data<float>().data(), grads[i].data<float>().data(), lr_,
+                            momentum_, new_w.data(), new_v.data());
+      params_[i].assign(Tensor::wrap(std::move(new_w), w.shape()));
+      velocity_[i].assign(Tensor::wrap(std::move(new_v), v.shape()));
     }
   }
   void track(Checkpoint& checkpoint) const override {
@@ -262,14 +222,16 @@ class Adam final : public Optimizer {
     const auto lr_t = static_cast<float>(lr_ * std::sqrt(1.0 - std::pow(kBeta2, td)) / (1.0 - std::pow(kBeta1, td)));
     const auto b1 = static_cast<float>(kBeta1), b2 = static_cast<float>(kBeta2);
     for (std::size_t i = 0; i < params_.size(); ++i) {
-      const Eigen::Map<const Eigen::ArrayXf> g = as_array(grads[i]);
       const Tensor m = m_[i].value(), v = v_[i].value(), w = params_[i].value();
-      const Tensor new_m = evaluate_into(m.shape(), b1 * as_array(m) + (1.f - b1) * g);
-      const Tensor new_v = evaluate_into(v.shape(), b2 * as_array(v) + (1.f - b2) * g.square());
-      params_[i].assign(
-          evaluate_into(w.shape(), as_array(w) - lr_t * as_array(new_m) / (as_array(new_v).sqrt() + kEpsilon)));
-      m_[i].assign(new_m);
-      v_[i].assign(new_v);
+      const std::int64_t n = w.num_elements();
+      const auto size = static_cast<std::size_t>(n);
+      std::vector<float> new_w(size), new_m(size), new_v(size);
+      kernels::active().adam(n, w.data<float>().data(), m.data<float>().data(), v.data<float>().data(),
+                             grads[i].data<float>().data(), b1, b2, lr_t, kEpsilon, new_w.data(), new_m.data(),
+                             new_v.data());
+      params_[i].assign(Tensor::wrap(std::move(new_w), w.shape()));
+      m_[i].assign(Tensor::wrap(std::move(new_m), m.shape()));
+      v_[i].assign(Tensor::wrap(std::move(new_v), v.shape()));
     }
   }
   void track(Checkpoint& checkpoint) const override {
@@ -505,9 +467,15 @@ TrainResult train(Strategy& strategy, const TrainConfig& config) {
   }
 
   const std::int64_t global_batch = config.batch_size;
+  if (config.drop_remainder && global_batch > data.train_x.dim(0)) {
+    throw InvalidArgumentError("--drop-remainder with --batch-size " + std::to_string(global_batch) +
+                               " trains nothing: the training split has only " +
+                               std::to_string(data.train_x.dim(0)) + " rows");
+  }
   const auto loss_scale = static_cast<float>(1.0 / static_cast<double>(global_batch));
   const std::int64_t train_rows = data.train_x.dim(0);
-  std::int64_t steps_per_epoch = (train_rows + global_batch - 1) / global_batch;
+  std::int64_t steps_per_epoch =
+      config.drop_remainder ? train_rows / global_batch : (train_rows + global_batch - 1) / global_batch;
   if (config.max_steps_per_epoch >= 0) steps_per_epoch = std::min(steps_per_epoch, config.max_steps_per_epoch);
   std::optional<Progress> progress;
   if (log != nullptr) {
@@ -542,7 +510,7 @@ TrainResult train(Strategy& strategy, const TrainConfig& config) {
     Dataset dataset = Dataset::from_tensor_slices({data.train_x, data.train_y})
                           .shuffle(train_rows, epoch_seed(seed, e), /*reshuffle_each_iteration=*/false);
     if (input_position > 0) dataset = dataset.skip(input_position * global_batch);
-    dataset = dataset.batch(global_batch);
+    dataset = dataset.batch(global_batch, config.drop_remainder);
     const auto restored = epoch_sums.data<double>();
     double loss_sum = restored[0], correct = restored[1], examples = restored[2];
     double examples_here = 0;  // examples trained by this run in this epoch

@@ -47,6 +47,9 @@ struct TrainConfig {
   int epochs = 20;
   // The global batch size, split across all replicas in sync.
   std::int64_t batch_size = 64;
+  // TF's batch(drop_remainder=True): an epoch's last, partial batch is not
+  // trained on (every step then has the full global batch).
+  bool drop_remainder = false;
   // Unset: 0.05 for SGD, 0.001 for Adam.
   std::optional<double> learning_rate;
   OptimizerKind optimizer = OptimizerKind::kSgd;

@@ -219,6 +219,35 @@ TEST(TrainerTest, ResumedFromTheMiddleOfAnEpochEqualsUninterrupted) {
   EXPECT_EQ(resumed.history[0].accuracy, uninterrupted.history[1].accuracy);
 }
 
+// drop_remainder (TF's batch(drop_remainder=True)): the epoch's last,
+// partial batch is skipped; what is trained equals a run stopped just
+// before it.
+TEST(TrainerTest, DropRemainderSkipsTheLastPartialBatch) {
+  TrainConfig config = small_config(OptimizerKind::kSgd, 2);
+  config.max_steps_per_epoch = -1;  // 1438 rows / 60: 23 full batches and one of 58
+  config.drop_remainder = true;
+  const TrainResult dropped = train(config);
+  EXPECT_EQ(dropped.steps, 23);
+  config.drop_remainder = false;
+  const TrainResult kept = train(config);
+  EXPECT_EQ(kept.steps, 24);
+  config.max_steps_per_epoch = 23;
+  const TrainResult stopped = train(config);
+  expect_same_parameters(stopped.parameters, dropped.parameters, 0, 0, "drop_remainder vs 23 steps");
+
+  config.drop_remainder = true;
+  config.max_steps_per_epoch = -1;
+  config.batch_size = 5000;
+  try {
+    train(config);
+    FAIL() << "a batch larger than the data with drop_remainder trained nothing silently";
+  } catch (const InvalidArgumentError& e) {
+    EXPECT_NE(std::string(e.what()).find("--batch-size 5000 trains nothing: the training split has only 1438 rows"),
+              std::string::npos)
+        << e.what();
+  }
+}
+
 TEST(TrainerTest, ResumeWithoutCheckpointStartsFromScratch) {
   TempDir dir;
   TrainConfig config = small_config(OptimizerKind::kSgd, 2);
@@ -317,7 +346,8 @@ TEST(DistributeTrainProgramTest, BadInputGivesOneLineAndNonZeroExit) {
   for (const std::string args :
        {"--bogus", "--batch-size 0", "--replicas 0", "--data /nonexistent/digits.csv", "--strategy tpu",
         "--optimizer rmsprop", "--epochs x", "--checkpoint-dir /proc/distribute-train-test", "--resume",
-        "--checkpoint-every 3", "--checkpoint-every -1 --checkpoint-dir /tmp", "--plot /nonexistent/curve.png"}) {
+        "--checkpoint-every 3", "--checkpoint-every -1 --checkpoint-dir /tmp", "--plot /nonexistent/curve.png",
+        "--drop-remainder --batch-size 5000", "--drop-remainder=maybe"}) {
     const Output out = run_program(args);
     EXPECT_NE(out.status, 0) << args;
     EXPECT_EQ(out.text.rfind("distribute-train: ", 0), 0u) << args << ": " << out.text;
