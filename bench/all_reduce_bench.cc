@@ -13,6 +13,13 @@
 //   BM_AllReduceInPlace/S/N  the same with the tensor handed over:
 //                         x = all_reduce(SUM, std::move(x)) on every replica
 //                         (donation: from 64 KiB up, reduced in place)
+//   BM_ReduceKernel/<isa>/S  one thread running the library's in-place
+//                         reduction kernel for <isa> (collectives/
+//                         reduce_kernels.h: baseline, avx2, avx512) over
+//                         two S-byte buffers: the arithmetic of a 2-replica
+//                         in-place all_reduce without the threads (the
+//                         all_reduce itself uses the fastest variant, or
+//                         DISTRIBUTE_REDUCE_ISA's)
 // Time per iteration is one all_reduce; bytes_per_second counts S (one
 // replica's tensor: the algorithm bandwidth). Results are checked.
 #include <benchmark/benchmark.h>
@@ -21,12 +28,14 @@
 #include <atomic>
 #include <barrier>
 #include <cstring>
+#include <span>
 #include <stdexcept>
 #include <string>
 #include <thread>
 #include <vector>
 
 #include "bench_util.h"
+#include "collectives/reduce_kernels.h"
 #include "distribute/distribute.h"
 
 namespace {
@@ -88,6 +97,24 @@ void BM_TwoThreadShared(benchmark::State& state) {
   };
   run_halves(state, count, half);
   if (c[0] != 3.f || c[count - 1] != 3.f) state.SkipWithError("wrong sum");
+  state.SetBytesProcessed(static_cast<std::int64_t>(state.iterations()) * state.range(0));
+}
+
+void BM_ReduceKernel(benchmark::State& state, distribute::internal::ReduceIsa isa) {
+  namespace di = distribute::internal;
+  const std::vector<di::ReduceIsa> isas = di::available_reduce_isas();
+  if (std::find(isas.begin(), isas.end(), isa) == isas.end()) {
+    state.SkipWithError((std::string("this CPU cannot run the ") + di::reduce_isa_name(isa) + " kernels").c_str());
+    return;
+  }
+  const auto count = static_cast<std::size_t>(state.range(0)) / sizeof(float);
+  std::vector<float> a(count, 0.f), b(count, 0.f);
+  float* ios[2] = {a.data(), b.data()};
+  const auto& kernels = di::reduce_kernels<float>(isa);
+  for (auto _ : state) {
+    kernels.in_place(std::span<float* const>(ios), 0, count, false);
+    benchmark::ClobberMemory();
+  }
   state.SetBytesProcessed(static_cast<std::int64_t>(state.iterations()) * state.range(0));
 }
 
@@ -215,6 +242,9 @@ BENCHMARK(BM_SpinMeeting)->UseRealTime();
 BENCHMARK(BM_Copy)->Apply(sizes)->UseRealTime();
 BENCHMARK(BM_TwoThreadInPlace)->Apply(sizes)->UseRealTime();
 BENCHMARK(BM_TwoThreadShared)->Apply(sizes)->UseRealTime();
+BENCHMARK_CAPTURE(BM_ReduceKernel, baseline, distribute::internal::ReduceIsa::kBaseline)->Apply(sizes)->UseRealTime();
+BENCHMARK_CAPTURE(BM_ReduceKernel, avx2, distribute::internal::ReduceIsa::kAvx2)->Apply(sizes)->UseRealTime();
+BENCHMARK_CAPTURE(BM_ReduceKernel, avx512, distribute::internal::ReduceIsa::kAvx512)->Apply(sizes)->UseRealTime();
 BENCHMARK(BM_AllReduce)->Apply(sizes_replicas)->UseRealTime();
 BENCHMARK(BM_AllReduceInPlace)->Apply(sizes_replicas)->UseRealTime();
 

@@ -12,6 +12,12 @@
 //                           the kernels of tools/train/mlp_kernels.h built
 //                           for <isa>, on <rows> rows (256: one replica's
 //                           global batch; 128: each of 2 replicas' half)
+//   BM_MlpStep/avx2_fma_two_threads/128/...  the 128-row step on two threads
+//                           at once, each with its own model (what 2
+//                           replicas compute, with no synchronization at
+//                           all): its samples/s over the one-thread 256-row
+//                           step's is the compute ceiling of the 1-to-2
+//                           replica speed-up on this host
 //   BM_OpenBlasGemms/<rows> the same step's eight matrix products alone
 //                           (3 forward, 3 kernel gradients, 2 input
 //                           gradients) through OpenBLAS's cblas_sgemm with
@@ -300,6 +306,7 @@ BENCHMARK_CAPTURE(BM_FmaPeak, avx2, std::string("avx2"));
 BENCHMARK_CAPTURE(BM_FmaPeak, avx512, std::string("avx512"));
 BENCHMARK_CAPTURE(BM_MlpStep, baseline, std::string("baseline"))->Arg(256)->Arg(128);
 BENCHMARK_CAPTURE(BM_MlpStep, avx2_fma, std::string("avx2+fma"))->Arg(256)->Arg(128);
+BENCHMARK_CAPTURE(BM_MlpStep, avx2_fma_two_threads, std::string("avx2+fma"))->Arg(128)->Threads(2)->UseRealTime();
 BENCHMARK(BM_OpenBlasGemms)->Arg(256)->Arg(128);
 
 }  // namespace

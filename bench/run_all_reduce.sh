@@ -16,6 +16,14 @@ build/release/bench/all_reduce_bench --benchmark_repetitions=5 --benchmark_repor
   | grep -E -v '_(mean|stddev|cv) '
 
 echo
+echo "== the 2-replica all_reduce with each reduction kernel forced (DISTRIBUTE_REDUCE_ISA, medians of 5) =="
+for isa in baseline avx2 avx512; do
+  DISTRIBUTE_REDUCE_ISA=$isa build/release/bench/all_reduce_bench --benchmark_filter='^BM_AllReduce(InPlace)?/[0-9]+/2/' \
+    --benchmark_repetitions=5 --benchmark_report_aggregates_only=true 2>&1 | grep -E '_median |ERROR|error' | sed "s/^/$isa  /" ||
+    echo "$isa: not measured (see the error above)"
+done
+
+echo
 echo "== MPI_Allreduce (mpi_allreduce_bench, mpirun -np 2) =="
 # As root Open MPI refuses to start without these two variables. Loopback for
 # the out-of-band channel, and the shared-memory (vader) and self transports:

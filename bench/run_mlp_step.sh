@@ -59,4 +59,10 @@ for rows in (256, 128):
     blas = gf(f"BM_OpenBlasGemms/{rows}")
     if blas and peak:
         print(f"  OpenBLAS sgemms    {rows} rows: {blas / peak:.2f} of the AVX2 FMA peak")
+one = med.get("BM_MlpStep/avx2_fma/256")
+two = next((b for n, b in med.items() if n.startswith("BM_MlpStep/avx2_fma_two_threads/128")), None)
+if one and two:
+    print(f"  2 threads x 128 rows at once: {two['items_per_second']:,.0f} samples/s against "
+          f"{one['items_per_second']:,.0f} for 1 thread x 256 rows: a compute ceiling of "
+          f"{two['items_per_second'] / one['items_per_second']:.2f}x for the 1-to-2 replica speed-up")
 EOF

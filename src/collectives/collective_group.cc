@@ -5,6 +5,7 @@
 #include <limits>
 
 #include "collectives/cross_worker_ops.h"
+#include "collectives/reduce_kernels.h"
 #include "core/dtype_dispatch.h"
 #include "distribute/errors.h"
 #include "runtime/cpu_count.h"
@@ -12,10 +13,6 @@
 
 namespace distribute::internal {
 namespace {
-
-// Elements summed per block: the block of the output stays in L1 while every
-// replica's input is added to it.
-constexpr std::size_t kBlock = 2048;
 
 std::string what_of(const std::exception_ptr& e) {
   try {
@@ -35,73 +32,6 @@ std::string list_replicas(const std::vector<int>& ids) {
 
 std::string describe(const Tensor& t) {
   return "shape " + shape_string(t.shape()) + " dtype " + std::string(dtype_name(t.dtype()));
-}
-
-// out[i] = sum over q of ins[q][i] for i in [begin, end), in replica order;
-// MEAN then divides by the number of replicas (truncating for integers).
-template <class T>
-void reduce_range(T* out, std::span<const T* const> ins, std::size_t begin, std::size_t end, bool mean) {
-  const auto n = static_cast<T>(ins.size());
-  for (std::size_t b = begin; b < end; b += kBlock) {
-    const std::size_t e = std::min(end, b + kBlock);
-    if (ins.size() == 2) {
-      const T* x = ins[0];
-      const T* y = ins[1];
-      for (std::size_t i = b; i < e; ++i) out[i] = x[i] + y[i];
-    } else {
-      std::memcpy(out + b, ins[0] + b, (e - b) * sizeof(T));
-      for (std::size_t q = 1; q < ins.size(); ++q) {
-        const T* x = ins[q];
-        for (std::size_t i = b; i < e; ++i) out[i] += x[i];
-      }
-    }
-    if (mean) {
-      for (std::size_t i = b; i < e; ++i) out[i] /= n;
-    }
-  }
-}
-
-// In place: ios[q] is replica q's buffer, input and output; each gets the
-// reduction of all of them over [begin, end). The buffers are distinct (each
-// is its replica's sole-owned donation). Every element is computed by the
-// same operations in the same order as reduce_range (bitwise the same
-// result), and all its inputs are read before any buffer is written.
-template <class T>
-void reduce_range_in_place(std::span<T* const> ios, std::size_t begin, std::size_t end, bool mean) {
-  const auto n = static_cast<T>(ios.size());
-  if (ios.size() == 2) {
-    // The two-thread reference loop: one pass reading both, writing both.
-    T* __restrict x = ios[0];
-    T* __restrict y = ios[1];
-    if (mean) {
-      for (std::size_t i = begin; i < end; ++i) {
-        const T s = static_cast<T>(x[i] + y[i]) / n;
-        x[i] = s;
-        y[i] = s;
-      }
-    } else {
-      for (std::size_t i = begin; i < end; ++i) {
-        const T s = x[i] + y[i];
-        x[i] = s;
-        y[i] = s;
-      }
-    }
-    return;
-  }
-  // Sum a block in L1, then write it into every buffer.
-  T sum[kBlock];
-  for (std::size_t b = begin; b < end; b += kBlock) {
-    const std::size_t len = std::min(end, b + kBlock) - b;
-    std::memcpy(sum, ios[0] + b, len * sizeof(T));
-    for (std::size_t q = 1; q < ios.size(); ++q) {
-      const T* x = ios[q] + b;
-      for (std::size_t i = 0; i < len; ++i) sum[i] += x[i];
-    }
-    if (mean) {
-      for (std::size_t i = 0; i < len; ++i) sum[i] /= n;
-    }
-    for (T* io : ios) std::memcpy(io + b, sum, len * sizeof(T));
-  }
 }
 
 void before_allocation(int replica, const char* what) {
@@ -545,6 +475,7 @@ std::vector<Tensor>& CollectiveGroup::reduce(int replica, ReduceOp op, std::span
       const DType dtype = values[pack.first].dtype();
       dispatch_dtype(dtype, [&](auto zero) {
         using T = decltype(zero);
+        const ReduceKernels<T>& kernels = reduce_kernels<T>();
         const std::size_t n = static_cast<std::size_t>(n_);
         const T* ins_inline[16];
         T* ios_inline[16];
@@ -572,7 +503,7 @@ std::vector<Tensor>& CollectiveGroup::reduce(int replica, ReduceOp op, std::span
             before_allocation(replica, "all_reduce");
             results.push_back(mine.small_buffers.allocate(dtype, values[t].shape(), &data));
             gather_inputs(t, 0);
-            reduce_range<T>(static_cast<T*>(data), ins, 0, static_cast<std::size_t>(values[t].num_elements()), mean);
+            kernels.range(static_cast<T*>(data), ins, 0, static_cast<std::size_t>(values[t].num_elements()), mean);
           }
           return;
         }
@@ -600,9 +531,9 @@ std::vector<Tensor>& CollectiveGroup::reduce(int replica, ReduceOp op, std::span
               // Every replica owns its input alone and said so (its bit):
               // the buffers are writable.
               for (std::size_t q = 0; q < n; ++q) ios[q] = const_cast<T*>(ins[q]);
-              reduce_range_in_place<T>(ios, lo, hi, mean);
+              kernels.in_place(ios, lo, hi, mean);
             } else {
-              reduce_range<T>(shared + shared_offset - offset, ins, lo, hi, mean);
+              kernels.range(shared + shared_offset - offset, ins, lo, hi, mean);
             }
           }
           if (in_place[t] == 0) shared_offset += count;
