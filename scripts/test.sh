@@ -1,11 +1,11 @@
 #!/usr/bin/env bash
-# The whole test suite: installs what is missing, then builds and runs the
-# tests in the release and AddressSanitizer+UBSan presets (with the
-# multi-worker tests under mpirun) and the ThreadSanitizer preset, runs each
-# fuzzer of fuzz/ for a minute, builds the library without MPI,
-# checks that the installed CMake package and pkg-config file work in another
-# project, and runs
-# the example. Fails on the first failure.
+# The whole test suite: installs what is missing, then, in this order: builds
+# and runs the tests of the release preset (the multi-worker ones under
+# mpirun), runs each fuzzer of fuzz/ for a minute, builds the library without
+# MPI, checks that the installed CMake package, pkg-config file and Python
+# package work from outside the tree, runs the example, and builds and runs
+# the tests under ThreadSanitizer and under AddressSanitizer+UBSan. Fails on
+# the first failure.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 root=$PWD

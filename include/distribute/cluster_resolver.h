@@ -12,7 +12,9 @@
 //     process in its environment.
 //
 // read_cluster_environment() is the one place in the library that reads the
-// environment; everything else takes its result. reconcile_cluster() checks
+// cluster's description from the environment; everything else takes its
+// result. (The DISTRIBUTE_REDUCE_ISA override of the reduction kernels and
+// the launcher check of src/transport/ read their own variables.) reconcile_cluster() checks
 // the environment against the communicator's rank and size at run time and
 // gives the worker's place in the cluster.
 //

@@ -4,7 +4,9 @@
 // std::exception. Which ones a program may recover from (see docs/errors.md):
 //   - CancelledError, DeadlineExceededError, UnavailableError, AbortedError:
 //     a peer failed or was too slow; the operation can be retried once the
-//     cause is gone. The strategy stays usable.
+//     cause is gone. An in-process strategy (Mirrored, OneDevice, default)
+//     stays usable; a MultiWorkerMirroredStrategy whose cross-worker channel
+//     broke does not (docs/errors.md).
 //   - InvalidArgumentError, FailedPreconditionError, OutOfRangeError,
 //     NotFoundError, AlreadyExistsError, UnimplementedError: the call itself is
 //     wrong (or, for OutOfRangeError, input is exhausted); retrying the same
@@ -121,5 +123,11 @@ class DataLossError : public Error {
  public:
   explicit DataLossError(std::string message) : Error(ErrorCode::kDataLoss, std::move(message)) {}
 };
+
+// Throws the Error subclass that `code` names (UnknownError for kUnknown or
+// a code out of range), with `message`: re-raises an error received as a
+// code and a message (from another worker, a file, a binding), as TF's
+// errors.exception_type_from_error_code does.
+[[noreturn]] void throw_error(ErrorCode code, const std::string& message);
 
 }  // namespace distribute

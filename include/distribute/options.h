@@ -16,7 +16,9 @@ struct CommunicationOptions {
   // How long a collective waits for the other replicas before raising
   // DeadlineExceededError on every waiting replica. Unset: the strategy's
   // default (60 s unless the strategy was built with other options).
-  // Must be > 0 when set.
+  // Must be > 0 when set; infinity (or any value too large for the clock)
+  // means no deadline: the wait ends when every replica arrives, one fails,
+  // or the wait is cancelled (interrupt.h).
   std::optional<double> timeout_seconds = std::nullopt;
   // A hint; in-process replicas always use the shared-memory engine.
   CommunicationImplementation implementation = CommunicationImplementation::AUTO;

@@ -198,6 +198,8 @@ class Strategy {
 
  protected:
   enum class Kind { kDefault, kOneDevice, kMirrored, kMultiWorker };
+  // TF's class name of a kind ("MirroredStrategy"), for messages.
+  static std::string_view kind_name(Kind kind);
   Strategy(Kind kind, std::vector<DeviceSpec> devices, CommunicationOptions options = {},
            std::shared_ptr<internal::CrossWorker> cross_worker = nullptr);
 

@@ -102,40 +102,15 @@ Tensor scalar_of(DType dtype, double value);
 Tensor scalar_of(DType dtype, std::int64_t value);
 [[noreturn]] void throw_dtype_mismatch(DType expected, DType got, const char* what);
 
-// Recycles large output buffers: a buffer whose last Tensor is destroyed
-// goes back to the pool (up to a few of them) instead of to the allocator, so
-// that repeated collectives of one size do not pay for fresh pages (page
-// faults) on every call. Thread-safe; buffers may outlive the pool.
-class BufferPool {
- public:
-  // Pools buffers of at least `min_bytes` (smaller ones come straight from
-  // the allocator), keeping up to `max_free` returned ones.
-  explicit BufferPool(std::size_t min_bytes = 64 * 1024, std::size_t max_free = 4);
-  ~BufferPool();
-  BufferPool(const BufferPool&) = delete;
-  BufferPool& operator=(const BufferPool&) = delete;
-  // Like allocate_tensor; the contents are unspecified.
-  Tensor allocate(DType dtype, Shape shape, void** data);
-
- private:
-  struct State;
-  std::shared_ptr<State> state_;
-};
+// The representation of a Tensor for the library's own layers
+// (src/core/tensor_access.h: buffer pools, donation); not part of the API.
+struct TensorAccess;
 [[noreturn]] void throw_ragged_rows(std::size_t expected, std::size_t got);
 [[noreturn]] void throw_wrap_size_mismatch(const Shape& shape, std::size_t elements);
 // The element count of `shape` (InvalidArgumentError when a dimension is
 // negative or the count, or its bytes as `dtype`, overflows).
 std::int64_t checked_element_count(const Shape& shape, DType dtype);
 
-// The one exception to Tensor's immutability, for collectives that reduce
-// into a handed-over (donated) tensor. Returns t's bytes, writable, when `t`
-// is the only owner of its buffer (no other Tensor or view, on any thread,
-// shares it: use_count() == 1), else nullptr. The caller must own `t` itself
-// (no other thread reads or copies it during the call) and may write through
-// the pointer only while no copy of `t` it made is read by anyone else.
-// Memory: every access to the buffer by a thread before it dropped its last
-// reference happens before the caller's accesses after this call.
-std::byte* exclusive_bytes(const Tensor& t) noexcept;
 }  // namespace internal
 
 class Tensor {
@@ -248,9 +223,8 @@ class Tensor {
 
  private:
   friend Tensor internal::allocate_tensor(DType, Shape, void**);
-  friend class internal::BufferPool;
+  friend struct internal::TensorAccess;
   friend Tensor concat(const std::vector<Tensor>& tensors);
-  friend std::byte* internal::exclusive_bytes(const Tensor& t) noexcept;
 
   Tensor(std::shared_ptr<const std::byte> storage, std::size_t offset, Shape shape, DType dtype);
   static Tensor from_bytes(DType dtype, Shape shape, const void* data, std::size_t bytes);

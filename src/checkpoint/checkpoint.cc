@@ -22,6 +22,7 @@
 #include <variant>
 
 #include "checkpoint/crc32c.h"
+#include "core/describe.h"
 #include "core/element_count.h"
 #include "distribute/errors.h"
 #include "distribute/replica_context.h"
@@ -99,9 +100,6 @@ std::string hex32(std::uint32_t v) {
   return std::string(buf, r.ptr);
 }
 
-std::string spec_string(DType dtype, const Shape& shape) {
-  return "shape " + shape_string(shape) + " dtype " + std::string(dtype_name(dtype));
-}
 
 // ---- Little-endian encoding ----
 class Writer {
@@ -281,11 +279,11 @@ std::vector<NamedTensor> decode(std::span<const std::byte> file, const std::stri
                           std::to_string(shape_count.dimension + 1) + " dimensions");
     }
     if (shape_count.problem == Problem::kTooManyBytes) {
-      throw DataLossError(where + named + " has an impossible shape: " + spec_string(*dtype, shape) +
+      throw DataLossError(where + named + " has an impossible shape: " + internal::describe(*dtype, shape) +
                           " needs more than 2^63 - 1 bytes of data, the entry has " + std::to_string(data_length));
     }
     if (static_cast<std::uint64_t>(shape_count.bytes) != data_length) {
-      throw DataLossError(where + named + ": " + spec_string(*dtype, shape) + " needs " +
+      throw DataLossError(where + named + ": " + internal::describe(*dtype, shape) + " needs " +
                           std::to_string(shape_count.bytes) + " bytes of data, the entry has " +
                           std::to_string(data_length));
     }
@@ -428,39 +426,6 @@ std::vector<std::byte> read_file(const std::string& path) {
   }
   ::close(fd);
   return data;
-}
-
-// An Error of the class that `code` names (to re-raise a peer's error).
-[[noreturn]] void throw_error(ErrorCode code, const std::string& message) {
-  switch (code) {
-    case ErrorCode::kCancelled:
-      throw CancelledError(message);
-    case ErrorCode::kInvalidArgument:
-      throw InvalidArgumentError(message);
-    case ErrorCode::kDeadlineExceeded:
-      throw DeadlineExceededError(message);
-    case ErrorCode::kNotFound:
-      throw NotFoundError(message);
-    case ErrorCode::kAlreadyExists:
-      throw AlreadyExistsError(message);
-    case ErrorCode::kFailedPrecondition:
-      throw FailedPreconditionError(message);
-    case ErrorCode::kAborted:
-      throw AbortedError(message);
-    case ErrorCode::kOutOfRange:
-      throw OutOfRangeError(message);
-    case ErrorCode::kUnimplemented:
-      throw UnimplementedError(message);
-    case ErrorCode::kInternal:
-      throw InternalError(message);
-    case ErrorCode::kUnavailable:
-      throw UnavailableError(message);
-    case ErrorCode::kDataLoss:
-      throw DataLossError(message);
-    case ErrorCode::kUnknown:
-      break;
-  }
-  throw UnknownError(message);
 }
 
 Tensor text_tensor(const std::string& text) {
@@ -692,8 +657,8 @@ void Checkpoint::restore(const std::string& path) {
           entries_[i].target);
       if (restored[i].dtype() != dtype || restored[i].shape() != shape) {
         throw InvalidArgumentError("checkpoint " + path + ": " + quote_name(entries_[i].name) + " was saved with " +
-                                   spec_string(restored[i].dtype(), restored[i].shape()) + ", the tracked value has " +
-                                   spec_string(dtype, shape));
+                                   internal::describe(restored[i].dtype(), restored[i].shape()) + ", the tracked value has " +
+                                   internal::describe(dtype, shape));
       }
       if (std::holds_alternative<std::int32_t*>(entries_[i].target)) {
         const auto v = restored[i].item<std::int64_t>();

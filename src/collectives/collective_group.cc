@@ -6,6 +6,7 @@
 
 #include "collectives/cross_worker_ops.h"
 #include "collectives/reduce_kernels.h"
+#include "core/describe.h"
 #include "core/dtype_dispatch.h"
 #include "distribute/errors.h"
 #include "runtime/cpu_count.h"
@@ -24,30 +25,21 @@ std::string what_of(const std::exception_ptr& e) {
   }
 }
 
-std::string list_replicas(const std::vector<int>& ids) {
-  std::string s = "[";
-  for (std::size_t i = 0; i < ids.size(); ++i) s += (i > 0 ? ", " : "") + std::to_string(ids[i]);
-  return s + "]";
-}
-
-std::string describe(const Tensor& t) {
-  return "shape " + shape_string(t.shape()) + " dtype " + std::string(dtype_name(t.dtype()));
-}
-
 void before_allocation(int replica, const char* what) {
   if (auto* hook = g_collective_allocation_hook.load(std::memory_order_relaxed)) hook(replica, what);
 }
 
-const char* kind_name(int kind) {
-  switch (kind) {
-    case 1: return "all_reduce";
-    case 2: return "all_gather";
-    case 3: return "merge_call";
-    default: return "nothing";
-  }
-}
-
 }  // namespace
+
+const char* CollectiveGroup::kind_name(Kind kind) {
+  switch (kind) {
+    case Kind::kNone: return "nothing";
+    case Kind::kAllReduce: return "all_reduce";
+    case Kind::kAllGather: return "all_gather";
+    case Kind::kMergeCall: return "merge_call";
+  }
+  return "nothing";
+}
 
 CollectiveGroup::CollectiveGroup(int num_replicas, CrossWorker* cross)
     : n_(num_replicas), cross_(cross), slots_(static_cast<std::size_t>(num_replicas)) {
@@ -160,8 +152,8 @@ void CollectiveGroup::wait(int replica, std::uint64_t seq, const char* what, Clo
   }
   const std::string msg = std::string(what) + " #" + std::to_string(seq) + " exceeded its deadline on replica " +
                           std::to_string(replica) + " waiting for the other replicas to " +
-                          (arriving ? "arrive" : phase == Phase::kReady ? "pass their checks" : "finish") + ": arrived " + list_replicas(arrived) + ", missing " +
-                          list_replicas(missing) + " (timeout_seconds in CommunicationOptions sets the deadline)";
+                          (arriving ? "arrive" : phase == Phase::kReady ? "pass their checks" : "finish") + ": arrived " + list_ids(arrived) + ", missing " +
+                          list_ids(missing) + " (timeout_seconds in CommunicationOptions sets the deadline)";
   abort(replica, std::make_exception_ptr(DeadlineExceededError(msg)));
   throw DeadlineExceededError(msg);
 }
@@ -294,8 +286,8 @@ void CollectiveGroup::check_matching(std::uint64_t seq, const char* what) const 
     auto rq = [q] { return " on replica " + std::to_string(q); };
     if (d.kind != d0.kind) {
       throw InvalidArgumentError("replicas made different collective calls at collective #" + std::to_string(seq) +
-                                 ": " + kind_name(static_cast<int>(d0.kind)) + on +
-                                 kind_name(static_cast<int>(d.kind)) + rq());
+                                 ": " + kind_name(d0.kind) + on +
+                                 kind_name(d.kind) + rq());
     }
     if (d.kind == Kind::kMergeCall) {
       if (std::strcmp(d.type_name, d0.type_name) != 0) {

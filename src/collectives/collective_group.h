@@ -82,6 +82,7 @@
 #include <string>
 #include <vector>
 
+#include "core/tensor_access.h"
 #include "distribute/internal/function_ref.h"
 #include "distribute/tensor.h"
 #include "distribute/types.h"
@@ -153,6 +154,7 @@ class CollectiveGroup {
 
  private:
   enum class Kind : std::uint8_t { kNone, kAllReduce, kAllGather, kMergeCall };
+  static const char* kind_name(Kind kind);
   enum class Phase { kArrive, kReady, kFinish };
 
   // A pack: tensors [first, last) of an all_reduce list, reduced as one flat

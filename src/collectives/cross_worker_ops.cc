@@ -3,14 +3,11 @@
 #include <cstring>
 #include <string>
 
+#include "core/describe.h"
 #include "distribute/errors.h"
 
 namespace distribute::internal {
 namespace {
-
-std::string describe(const Tensor& t) {
-  return "shape " + shape_string(t.shape()) + " dtype " + std::string(dtype_name(t.dtype()));
-}
 
 Tensor copy_of(const Tensor& value) {
   void* data = nullptr;

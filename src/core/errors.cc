@@ -31,4 +31,36 @@ void Error::set_replica_id(int replica_id) {
   what_ = "replica " + std::to_string(replica_id) + ": " + message_;
 }
 
+void throw_error(ErrorCode code, const std::string& message) {
+  switch (code) {
+    case ErrorCode::kCancelled:
+      throw CancelledError(message);
+    case ErrorCode::kInvalidArgument:
+      throw InvalidArgumentError(message);
+    case ErrorCode::kDeadlineExceeded:
+      throw DeadlineExceededError(message);
+    case ErrorCode::kNotFound:
+      throw NotFoundError(message);
+    case ErrorCode::kAlreadyExists:
+      throw AlreadyExistsError(message);
+    case ErrorCode::kFailedPrecondition:
+      throw FailedPreconditionError(message);
+    case ErrorCode::kAborted:
+      throw AbortedError(message);
+    case ErrorCode::kOutOfRange:
+      throw OutOfRangeError(message);
+    case ErrorCode::kUnimplemented:
+      throw UnimplementedError(message);
+    case ErrorCode::kInternal:
+      throw InternalError(message);
+    case ErrorCode::kUnavailable:
+      throw UnavailableError(message);
+    case ErrorCode::kDataLoss:
+      throw DataLossError(message);
+    case ErrorCode::kUnknown:
+      break;
+  }
+  throw UnknownError(message);
+}
+
 }  // namespace distribute

@@ -12,8 +12,10 @@
 
 #include <sys/mman.h>
 
+#include "core/describe.h"
 #include "core/dtype_dispatch.h"
 #include "core/element_count.h"
+#include "core/tensor_access.h"
 #include "core/tensor_format.h"
 #include "distribute/errors.h"
 
@@ -83,9 +85,7 @@ std::size_t checked_num_bytes(const Shape& shape, DType dtype) {
   return static_cast<std::size_t>(checked_count(shape, dtype).bytes);
 }
 
-std::string describe(const Tensor& t) {
-  return "shape " + shape_string(t.shape()) + " dtype " + std::string(dtype_name(t.dtype()));
-}
+using internal::describe;
 
 int normalize_axis(int axis, int rank, const char* op) {
   if (axis < -rank || axis >= rank) {
@@ -338,7 +338,7 @@ Tensor BufferPool::allocate(DType dtype, Shape shape, void** data) {
     free_bytes(buffer, bytes);
   });
   *data = p;
-  return Tensor(std::move(storage), 0, std::move(shape), dtype);
+  return TensorAccess::make(std::move(storage), std::move(shape), dtype);
 }
 
 std::byte* exclusive_bytes(const Tensor& t) noexcept {
@@ -348,7 +348,8 @@ std::byte* exclusive_bytes(const Tensor& t) noexcept {
   // so its increment is visible here), and nobody can take a new one (no
   // other thread may copy `t`; no weak_ptr to a Tensor buffer exists). A
   // stale value errs on the safe side: 2 or more means "not exclusive".
-  if (t.storage_ == nullptr || t.read_only_ || t.storage_.use_count() != 1) return nullptr;
+  const std::shared_ptr<const std::byte>& owner = TensorAccess::storage(t);
+  if (owner == nullptr || TensorAccess::read_only(t) || owner.use_count() != 1) return nullptr;
   // Reading 1 does not order the other owners' accesses before ours: a
   // thread that read the buffer, then dropped its reference (a release
   // decrement), must not race with our writes. Taking and dropping a
@@ -361,9 +362,9 @@ std::byte* exclusive_bytes(const Tensor& t) noexcept {
   // later by the caller would acquire too with libstdc++, whose increment is
   // acq_rel, but not with libc++, whose increment is relaxed.)
   {
-    const std::shared_ptr<const std::byte> acquire = t.storage_;
+    const std::shared_ptr<const std::byte> acquire = owner;
   }
-  return const_cast<std::byte*>(t.raw());
+  return const_cast<std::byte*>(TensorAccess::raw(t));
 }
 
 Tensor scalar_of(DType dtype, double value) {

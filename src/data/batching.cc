@@ -11,17 +11,12 @@
 #include <cstring>
 #include <utility>
 
+#include "core/describe.h"
 #include "data/dataset_node.h"
 #include "distribute/errors.h"
 
 namespace distribute {
 namespace internal {
-
-namespace {
-std::string describe(const Tensor& t) {
-  return "shape " + shape_string(t.shape()) + " dtype " + std::string(dtype_name(t.dtype()));
-}
-}  // namespace
 
 Element stack_elements(const std::vector<Element>& rows, std::int64_t first_index, const char* op) {
   const Element& first = rows.front();

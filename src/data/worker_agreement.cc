@@ -6,6 +6,7 @@
 
 #include "data/batching.h"
 #include "distribute/errors.h"
+#include "runtime/deadline.h"
 
 namespace distribute::internal {
 namespace {
@@ -58,8 +59,7 @@ WorkerAgreement::WorkerAgreement(std::shared_ptr<CrossWorker> cross, double time
       origin_(origin) {}
 
 std::optional<PerReplica<Element>> WorkerAgreement::settle(std::optional<PerReplica<Element>> local) {
-  const auto deadline = CrossWorker::Clock::now() + std::chrono::duration_cast<CrossWorker::Clock::duration>(
-                                                        std::chrono::duration<double>(timeout_seconds_));
+  const auto deadline = deadline_after(timeout_seconds_);
   const auto all = cross_->all_gather("get_next (the workers agree on the step)", encode(local), deadline,
                                       [] { return false; });
   if (local.has_value()) return local;

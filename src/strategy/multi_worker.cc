@@ -6,6 +6,7 @@
 
 #include "collectives/cross_worker_ops.h"
 #include "distribute/strategies.h"
+#include "runtime/deadline.h"
 #include "transport/cross_worker.h"
 
 namespace distribute {
@@ -19,9 +20,7 @@ std::vector<DeviceSpec> local_devices(const MultiWorkerOptions& options) {
 }
 
 internal::CrossWorker::Clock::time_point deadline_of(const CommunicationOptions& options) {
-  return internal::CrossWorker::Clock::now() +
-         std::chrono::duration_cast<internal::CrossWorker::Clock::duration>(
-             std::chrono::duration<double>(*options.timeout_seconds));
+  return internal::deadline_after(*options.timeout_seconds);
 }
 
 // Cross-replica calls have no local replicas to be cancelled by.

@@ -9,14 +9,13 @@
 // split [5., 6.] / [7.] average to 6.0 instead of 6.25.
 #include <string>
 
+#include "core/describe.h"
 #include "distribute/strategy.h"
 
 namespace distribute {
 namespace {
 
-std::string describe(const Tensor& t) {
-  return "shape " + shape_string(t.shape()) + " dtype " + std::string(dtype_name(t.dtype()));
-}
+using internal::describe;
 
 std::string call_name(ReduceOp op) { return "Strategy::reduce(" + std::string(reduce_op_name(op)) + ")"; }
 

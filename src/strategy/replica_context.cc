@@ -7,6 +7,7 @@
 #include "collectives/cross_worker_ops.h"
 #include "distribute/errors.h"
 #include "distribute/strategy.h"
+#include "runtime/deadline.h"
 #include "strategy/context.h"
 
 namespace distribute {
@@ -22,7 +23,7 @@ Clock::time_point deadline_for(const CommunicationOptions& merged) {
   if (!(seconds > 0)) {
     throw InvalidArgumentError("CommunicationOptions: expected timeout_seconds > 0, got " + std::to_string(seconds));
   }
-  return Clock::now() + std::chrono::duration_cast<Clock::duration>(std::chrono::duration<double>(seconds));
+  return internal::deadline_after(seconds);
 }
 
 int normalize_gather_axis(const Tensor& t, int axis, const char* op) {

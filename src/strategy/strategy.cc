@@ -60,17 +60,6 @@ class FirstFailure {
   int replica_ = -1;
 };
 
-// Kind is protected in Strategy; its values in order: default, one device,
-// mirrored, multi-worker.
-std::string_view kind_name(int kind) {
-  switch (kind) {
-    case 0: return "DefaultStrategy";
-    case 1: return "OneDeviceStrategy";
-    case 2: return "MirroredStrategy";
-    default: return "MultiWorkerMirroredStrategy";
-  }
-}
-
 // Strategies are numbered in the process (ids never reused, so a value of a
 // destroyed strategy is never taken for a new one's); their names are kept
 // for the messages that name them.
@@ -112,6 +101,16 @@ bool is_workers_mismatch(const std::exception_ptr& error) {
 
 }  // namespace
 
+std::string_view Strategy::kind_name(Kind kind) {
+  switch (kind) {
+    case Kind::kDefault: return "DefaultStrategy";
+    case Kind::kOneDevice: return "OneDeviceStrategy";
+    case Kind::kMirrored: return "MirroredStrategy";
+    case Kind::kMultiWorker: return "MultiWorkerMirroredStrategy";
+  }
+  return "Strategy";
+}
+
 int ReplicaContext::num_replicas_in_sync() const noexcept { return strategy_->num_replicas_in_sync(); }
 
 int ReplicaContext::replica_id_in_sync_group() const noexcept {
@@ -140,13 +139,13 @@ Strategy::Strategy(Kind kind, std::vector<DeviceSpec> devices, CommunicationOpti
                                std::to_string(communication_options_.bytes_per_pack));
   }
   if (devices_.empty()) {
-    throw InvalidArgumentError(std::string(kind_name(static_cast<int>(kind_))) +
+    throw InvalidArgumentError(std::string(kind_name(kind_)) +
                                ": expected at least one device, got an empty list");
   }
   for (std::size_t i = 0; i < devices_.size(); ++i) {
     for (std::size_t j = 0; j < i; ++j) {
       if (devices_[i] == devices_[j]) {
-        throw InvalidArgumentError(std::string(kind_name(static_cast<int>(kind_))) +
+        throw InvalidArgumentError(std::string(kind_name(kind_)) +
                                    ": expected distinct devices, got " + devices_[i].short_name() + " at positions " +
                                    std::to_string(j) + " and " + std::to_string(i));
       }
@@ -184,7 +183,7 @@ void Strategy::check_origin(std::uint64_t origin, const std::string& what) const
 }
 
 std::string Strategy::to_string() const {
-  std::string s(kind_name(static_cast<int>(kind_)));
+  std::string s(kind_name(kind_));
   if (kind_ == Kind::kDefault) return s;
   s += "(";
   for (std::size_t i = 0; i < devices_.size(); ++i) {

@@ -28,9 +28,11 @@
 #include <string>
 #include <thread>
 
+#include "core/describe.h"
 #include "core/dtype_dispatch.h"
 #include "distribute/errors.h"
 #include "distribute/strategies.h"
+#include "runtime/deadline.h"
 #include "runtime/interrupt.h"
 #include "runtime/spin_wait.h"
 #include "transport/cross_worker.h"
@@ -105,12 +107,6 @@ int error_class(int code) {
 
 void check_mpi(int code, const char* call) {
   if (code != MPI_SUCCESS) throw InternalError(std::string(call) + " failed: " + mpi_error(code));
-}
-
-std::string list(const std::vector<int>& ids) {
-  std::string s = "[";
-  for (std::size_t i = 0; i < ids.size(); ++i) s += (i > 0 ? ", " : "") + std::to_string(ids[i]);
-  return s + "]";
 }
 
 // MPI for the whole process: initialized by the first strategy when the
@@ -528,7 +524,7 @@ class MpiCrossWorker final : public CrossWorker {
         break_channel_locked("start-up timed out");
         throw DeadlineExceededError(
             "MultiWorkerMirroredStrategy start-up on worker " + std::to_string(rank_) + ": worker(s) " +
-            list(missing) + " did not arrive within " + seconds_text(timeout) +
+            list_ids(missing) + " did not arrive within " + seconds_text(timeout) +
             " (not started, slow, or gone; startup_timeout_seconds in MultiWorkerOptions sets the bound)");
       }
       lock.unlock();
@@ -730,7 +726,7 @@ class MpiCrossWorker final : public CrossWorker {
         waiting.erase(std::unique(waiting.begin(), waiting.end()), waiting.end());
         const std::string msg = std::string("cross-worker ") + what +
                                 " exceeded its deadline on worker " + std::to_string(rank_) +
-                                ": nothing received from worker(s) " + list(waiting) +
+                                ": nothing received from worker(s) " + list_ids(waiting) +
                                 " (stopped, stuck or gone; timeout_seconds in CommunicationOptions sets the deadline)";
         abandon(requests, msg);
         throw DeadlineExceededError(msg);
@@ -873,8 +869,7 @@ std::shared_ptr<CrossWorker> make_mpi_cross_worker(const MultiWorkerOptions& opt
     throw InvalidArgumentError("MultiWorkerOptions: expected startup_timeout_seconds > 0, got " +
                                std::to_string(timeout));
   }
-  const Clock::time_point deadline =
-      Clock::now() + std::chrono::duration_cast<Clock::duration>(std::chrono::duration<double>(timeout));
+  const Clock::time_point deadline = deadline_after(timeout);
   // Initializes MPI (or checks the program's initialization).
   MpiProcess& process = MpiProcess::start(deadline, timeout);
   MPI_Comm base = MPI_COMM_WORLD;

@@ -3,6 +3,7 @@
 
 #include <ostream>
 
+#include "core/describe.h"
 #include "distribute/errors.h"
 #include "distribute/strategy.h"
 #include "strategy/context.h"
@@ -82,8 +83,7 @@ Variable::Variable(Tensor initial_value, VariableOptions options) : state_(std::
   // chief's value.
   if (strategy != nullptr && strategy->num_workers() > 1) {
     strategy->check_same_on_workers("variable #" + std::to_string(strategy->variables_created_++),
-                                    quoted(s.name) + " shape " + shape_string(s.shape) + " dtype " +
-                                        std::string(dtype_name(s.dtype)) + " " +
+                                    quoted(s.name) + " " + internal::describe(s.dtype, s.shape) + " " +
                                         (s.synchronization == VariableSynchronization::ON_READ ? "ON_READ" : "ON_WRITE") +
                                         " " + std::string(variable_aggregation_name(s.aggregation)));
   }
@@ -159,9 +159,8 @@ Tensor Variable::update(Update kind, const Tensor& value) {
   State& s = *state_;
   const char* method = kind == Update::kAssign ? "assign" : kind == Update::kAdd ? "assign_add" : "assign_sub";
   if (value.dtype() != dtype() || value.shape() != shape()) {
-    throw InvalidArgumentError("Variable " + quoted(s.name) + "::" + method + ": expected a value of shape " +
-                               shape_string(shape()) + " dtype " + std::string(dtype_name(dtype())) + ", got shape " +
-                               shape_string(value.shape()) + " dtype " + std::string(dtype_name(value.dtype())));
+    throw InvalidArgumentError("Variable " + quoted(s.name) + "::" + method + ": expected a value of " +
+                               internal::describe(dtype(), shape()) + ", got " + internal::describe(value));
   }
   auto apply = [kind](const Tensor& old, const Tensor& x) {
     return kind == Update::kAssign ? x : kind == Update::kAdd ? old + x : old - x;

@@ -360,10 +360,13 @@ TEST_P(DonationFaultTest, AFailureBeforeTheReductionLeavesTheDonationUntouched) 
     Tensor x = input<float>(r, r == 0 ? len : len + 1);
     const std::uintptr_t before = address(x);
     std::string m = message_of<InvalidArgumentError>([&] { ctx().all_reduce(ReduceOp::SUM, std::move(x)); });
-    return m.find("shape") != std::string::npos && address(x) == before &&
-           same_bits(x, input<float>(r, r == 0 ? len : len + 1));
+    std::string wrong;
+    if (m.find("shape") == std::string::npos) wrong += "the error does not name the shape: \"" + m + "\"; ";
+    if (address(x) != before) wrong += "the tensor moved to another buffer; ";
+    if (!same_bits(x, input<float>(r, r == 0 ? len : len + 1))) wrong += "the tensor's contents changed; ";
+    return wrong;
   });
-  for (int r = 0; r < n(); ++r) EXPECT_TRUE(mismatch[r]) << r;
+  for (int r = 0; r < n(); ++r) EXPECT_EQ(mismatch[r], "") << "replica " << r;
   // Mismatched ops.
   auto ops = s.run([&] {
     const int r = rid();
@@ -402,9 +405,12 @@ TEST_P(DonationFaultTest, AFailureBeforeTheReductionLeavesTheDonationUntouched) 
     }
     std::string m = message_of<DeadlineExceededError>([&] { ctx().all_reduce(ReduceOp::SUM, std::move(x)); });
     left.fetch_add(1);
-    return m.find("missing") != std::string::npos && same_bits(x, input<float>(r, len));
+    std::string wrong;
+    if (m.find("missing") == std::string::npos) wrong += "the error does not say who is missing: \"" + m + "\"; ";
+    if (!same_bits(x, input<float>(r, len))) wrong += "the tensor's contents changed; ";
+    return wrong;
   });
-  for (int r = 0; r < n(); ++r) EXPECT_TRUE(late[r]) << r;
+  for (int r = 0; r < n(); ++r) EXPECT_EQ(late[r], "") << "replica " << r;
   // And the group is healthy again: a donated loop runs in place.
   auto ok = s.run([&] {
     const int r = rid();

@@ -11,6 +11,7 @@
 #include <string>
 #include <string_view>
 #include <type_traits>
+#include <typeinfo>
 
 namespace distribute {
 namespace {
@@ -109,6 +110,31 @@ TYPED_TEST(ErrorClassTest, SetReplicaIdPrefixesWhat) {
   EXPECT_STREQ(e.what(), "replica 3: bad value");
   EXPECT_EQ(e.message(), "bad value");
   EXPECT_EQ(e.code(), Expected<TypeParam>::kCode);
+}
+
+TYPED_TEST(ErrorClassTest, ThrowErrorRaisesTheClassItsCodeNames) {
+  try {
+    throw_error(Expected<TypeParam>::kCode, "from a peer");
+  } catch (const TypeParam& e) {
+    EXPECT_EQ(typeid(e), typeid(TypeParam));
+    EXPECT_EQ(e.code(), Expected<TypeParam>::kCode);
+    EXPECT_STREQ(e.what(), "from a peer");
+    return;
+  } catch (const std::exception& e) {
+    FAIL() << "got " << typeid(e).name() << ": " << e.what();
+  }
+}
+
+TEST(ThrowError, ACodeOutOfRangeIsUnknown) {
+  for (int code : {0, 7, 8, 16, -1}) {
+    try {
+      throw_error(static_cast<ErrorCode>(code), "odd code");
+      FAIL() << "nothing thrown for " << code;
+    } catch (const Error& e) {
+      EXPECT_EQ(e.code(), ErrorCode::kUnknown) << code;
+      EXPECT_STREQ(e.what(), "odd code");
+    }
+  }
 }
 
 TEST(ErrorCodeName, AllCodes) {

@@ -20,6 +20,7 @@
 #include <thread>
 #include <vector>
 
+#include "core/tensor_access.h"
 #include "distribute/errors.h"
 #include "testing/helpers.h"
 

@@ -2,16 +2,26 @@
 // the error of a replica that threw, no call hangs, no replica thread stays
 // blocked, and nothing leaks (the ASan build checks leaks at exit; the TSan
 // build checks the hand-offs).
+#include <gmock/gmock.h>
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <atomic>
 #include <random>
+#include <stdexcept>
+#include <string>
+#include <typeinfo>
 #include <vector>
 
 #include "distribute/distribute.h"
 
 namespace distribute {
 namespace {
+
+using ::testing::HasSubstr;
+
+// Whether some replica of the run planned to throw `kind`.
+bool planned(const std::vector<int>& plan, int kind) { return std::find(plan.begin(), plan.end(), kind) != plan.end(); }
 
 void stress(int replicas, int runs) {
   std::vector<std::string> devices;
@@ -47,15 +57,21 @@ void stress(int replicas, int runs) {
       ASSERT_FALSE(any) << "run " << i << " returned although a replica threw";
       ASSERT_EQ(out.size(), replicas);
     } catch (const InvalidArgumentError& e) {
-      ASSERT_TRUE(any);
-      ASSERT_TRUE(e.replica_id().has_value());
+      // The library's own error carries the replica that threw it.
+      ASSERT_TRUE(any) << "run " << i;
+      EXPECT_THAT(e.what(), HasSubstr("planned failure")) << "run " << i;
+      ASSERT_TRUE(e.replica_id().has_value()) << "run " << i;
       ASSERT_EQ(plan[static_cast<std::size_t>(*e.replica_id())], 0) << "run " << i;
       ++failed_runs;
-    } catch (const std::runtime_error&) {
-      ASSERT_TRUE(any);
+    } catch (const std::runtime_error& e) {
+      // A foreign exception comes back as itself: same type, same message.
+      ASSERT_TRUE(planned(plan, 1)) << "run " << i << " threw a runtime_error no replica planned: " << e.what();
+      EXPECT_EQ(typeid(e), typeid(std::runtime_error)) << "run " << i << ": " << typeid(e).name();
+      EXPECT_STREQ(e.what(), "planned failure") << "run " << i;
       ++failed_runs;
-    } catch (int) {
-      ASSERT_TRUE(any);
+    } catch (int thrown) {
+      ASSERT_TRUE(planned(plan, 2)) << "run " << i << " threw an int no replica planned";
+      EXPECT_EQ(thrown, 7) << "run " << i;
       ++failed_runs;
     }
     int planned_ok = 0;

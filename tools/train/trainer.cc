@@ -1,11 +1,13 @@
 #include "trainer.h"
 
-#include "mlp_kernels.h"
+#include "model.h"
+#include "optimizer.h"
 #include "plot.h"
 #include "progress.h"
 
 #include <algorithm>
 #include <array>
+#include <charconv>
 #include <chrono>
 #include <cmath>
 #include <cstdio>
@@ -28,6 +30,13 @@ namespace {
 constexpr std::int64_t kInputs = 64;
 constexpr std::int64_t kClasses = 10;
 constexpr double kTestFraction = 0.2;
+
+// A double as a user typed it (shortest form that round-trips), for errors.
+std::string fmt_number(double x) {
+  std::array<char, 32> text{};
+  const auto end = std::to_chars(text.data(), text.data() + text.size(), x).ptr;
+  return std::string(text.data(), end);
+}
 
 // --- Data -------------------------------------------------------------------
 
@@ -78,204 +87,6 @@ std::uint64_t epoch_seed(std::uint64_t seed, int epoch) {
   std::array<std::uint32_t, 2> words{};
   seq.generate(words.begin(), words.end());
   return (static_cast<std::uint64_t>(words[0]) << 32) | words[1];
-}
-
-VariableOptions named(std::string name) {
-  VariableOptions options;
-  options.name = std::move(name);
-  return options;
-}
-
-// --- Model ------------------------------------------------------------------
-
-// Parameters in order kernel0, bias0, kernel1, bias1, ...; kernel l is
-// [in, out] (row-major), bias l is [out].
-std::vector<Variable> make_parameters(const std::vector<std::int64_t>& sizes, std::uint64_t seed) {
-  std::mt19937_64 rng(seed);
-  std::vector<Variable> params;
-  for (std::size_t l = 0; l + 1 < sizes.size(); ++l) {
-    const std::int64_t in = sizes[l], out = sizes[l + 1];
-    // Glorot uniform, as Keras's Dense layers start.
-    const auto limit = static_cast<float>(std::sqrt(6.0 / static_cast<double>(in + out)));
-    std::uniform_real_distribution<float> uniform(-limit, limit);
-    std::vector<float> kernel(static_cast<std::size_t>(in * out));
-    for (float& w : kernel) w = uniform(rng);
-    const std::string prefix = "dense" + std::to_string(l);
-    params.emplace_back(Tensor(std::move(kernel), {in, out}), named(prefix + "/kernel"));
-    params.emplace_back(Tensor::zeros(DType::kFloat32, {out}), named(prefix + "/bias"));
-  }
-  return params;
-}
-
-struct Pass {
-  double loss_sum = 0;        // sum of per-example cross-entropies
-  std::int64_t correct = 0;   // examples whose argmax is the label
-  std::vector<Tensor> grads;  // d(loss_sum * loss_scale)/d(params), when asked
-};
-
-// A buffer of n floats left uninitialized, for a kernel that writes every
-// element (a std::vector would zero it first: 3 % of a step); own_floats
-// then makes it a tensor without a copy, once written.
-std::shared_ptr<float[]> uninitialized_floats(std::int64_t n) {
-  return std::shared_ptr<float[]>(new float[static_cast<std::size_t>(n)]);
-}
-Tensor own_floats(std::shared_ptr<float[]> buffer, Shape shape) {
-  const float* data = buffer.get();
-  return Tensor::wrap(DType::kFloat32, std::move(shape), data, std::move(buffer), /*writable=*/true);
-}
-
-// Forward (and, with want_grads, backward) pass of the MLP over `rows`
-// examples. Gradients are of loss_sum * loss_scale. The arithmetic is the
-// kernels' (mlp_kernels.h); this fits the tensors to it.
-Pass forward_backward(const std::vector<Tensor>& params, const Tensor& x, const Tensor& y, float loss_scale,
-                      bool want_grads) {
-  Pass pass;
-  const std::size_t layers = params.size() / 2;
-  const std::int64_t rows = x.dim(0);
-  if (rows == 0) {
-    if (want_grads) {
-      for (const Tensor& p : params) pass.grads.push_back(Tensor::zeros(DType::kFloat32, p.shape()));
-    }
-    return pass;
-  }
-  std::vector<kernels::Layer> spec(layers);
-  for (std::size_t l = 0; l < layers; ++l) {
-    const Tensor& kernel = params[2 * l];
-    spec[l] = {kernel.data<float>().data(), params[2 * l + 1].data<float>().data(), kernel.dim(0), kernel.dim(1)};
-  }
-  // The kernels write the gradients into these buffers, which then become
-  // the gradient tensors without a copy (left uninitialized: the kernels
-  // write every element).
-  std::vector<std::shared_ptr<float[]>> buffers;
-  std::vector<kernels::LayerGrad> grads;
-  if (want_grads) {
-    for (const Tensor& p : params) buffers.push_back(uninitialized_floats(p.num_elements()));
-    for (std::size_t l = 0; l < layers; ++l) grads.push_back({buffers[2 * l].get(), buffers[2 * l + 1].get()});
-  }
-  const kernels::PassResult r =
-      kernels::active().forward_backward(spec.data(), layers, x.data<float>().data(), y.data<std::int32_t>().data(),
-                                         rows, loss_scale, want_grads ? grads.data() : nullptr);
-  pass.loss_sum = r.loss_sum;
-  pass.correct = r.correct;
-  for (std::size_t i = 0; i < buffers.size(); ++i) pass.grads.push_back(own_floats(std::move(buffers[i]), params[i].shape()));
-  return pass;
-}
-
-// --- Optimizers ---------------------------------------------------------------
-
-// Applies gradients. Called in replica context by every replica with the
-// same all-reduced gradients: an assign to a mirrored variable of
-// aggregation NONE there updates the replica's own copy (as in current TF),
-// and the same arithmetic on the same inputs keeps the copies bitwise
-// identical, with no further synchronization (as DDP's optimizer steps run
-// in every process). Slots are mirrored variables created in the strategy's
-// scope like the parameters.
-class Optimizer {
- public:
-  virtual ~Optimizer() = default;
-  virtual void apply(const std::vector<Tensor>& grads) = 0;
-  virtual void track(Checkpoint& checkpoint) const = 0;
-  virtual std::vector<Variable> slots() const = 0;
-};
-
-std::vector<Variable> make_slots(const std::vector<Variable>& params, const std::string& slot) {
-  std::vector<Variable> slots;
-  for (const Variable& p : params) {
-    slots.emplace_back(Tensor::zeros(p.dtype(), p.shape()), named(p.name() + "/" + slot));
-  }
-  return slots;
-}
-
-// Keras's SGD with momentum: v = momentum * v - lr * g; w += v.
-class MomentumSgd final : public Optimizer {
- public:
-  MomentumSgd(std::vector<Variable> params, double lr, double momentum)
-      : params_(std::move(params)),
-        velocity_(make_slots(params_, "momentum")),
-        lr_(static_cast<float>(lr)),
-        momentum_(static_cast<float>(momentum)) {}
-
-  void apply(const std::vector<Tensor>& grads) override {
-    for (std::size_t i = 0; i < params_.size(); ++i) {
-      const Tensor v = velocity_[i].value();
-      const Tensor w = params_[i].value();
-      const std::int64_t n = w.num_elements();
-      std::shared_ptr<float[]> new_w = uninitialized_floats(n), new_v = uninitialized_floats(n);
-      kernels::active().sgd(n, w.data<float>().data(), v.data<float>().data(), grads[i].data<float>().data(), lr_,
-                            momentum_, new_w.get(), new_v.get());
-      params_[i].assign(own_floats(std::move(new_w), w.shape()));
-      velocity_[i].assign(own_floats(std::move(new_v), v.shape()));
-    }
-  }
-  void track(Checkpoint& checkpoint) const override {
-    for (const Variable& v : velocity_) checkpoint.track("optimizer/" + v.name(), v);
-  }
-  std::vector<Variable> slots() const override { return velocity_; }
-
- private:
-  std::vector<Variable> params_, velocity_;
-  float lr_, momentum_;
-};
-
-// Keras's Adam (epsilon outside the square root, bias correction in the rate).
-class Adam final : public Optimizer {
- public:
-  Adam(std::vector<Variable> params, double lr)
-      : params_(std::move(params)),
-        m_(make_slots(params_, "m")),
-        v_(make_slots(params_, "v")),
-        iterations_(Tensor(std::int64_t{0}), named("optimizer/iterations")),
-        lr_(lr) {}
-
-  void apply(const std::vector<Tensor>& grads) override {
-    const std::int64_t t = iterations_.value().item<std::int64_t>() + 1;
-    iterations_.assign(Tensor(t));
-    const double td = static_cast<double>(t);
-    const auto lr_t = static_cast<float>(lr_ * std::sqrt(1.0 - std::pow(kBeta2, td)) / (1.0 - std::pow(kBeta1, td)));
-    const auto b1 = static_cast<float>(kBeta1), b2 = static_cast<float>(kBeta2);
-    for (std::size_t i = 0; i < params_.size(); ++i) {
-      const Tensor m = m_[i].value(), v = v_[i].value(), w = params_[i].value();
-      const std::int64_t n = w.num_elements();
-      std::shared_ptr<float[]> new_w = uninitialized_floats(n), new_m = uninitialized_floats(n),
-                               new_v = uninitialized_floats(n);
-      kernels::active().adam(n, w.data<float>().data(), m.data<float>().data(), v.data<float>().data(),
-                             grads[i].data<float>().data(), b1, b2, lr_t, kEpsilon, new_w.get(), new_m.get(),
-                             new_v.get());
-      params_[i].assign(own_floats(std::move(new_w), w.shape()));
-      m_[i].assign(own_floats(std::move(new_m), m.shape()));
-      v_[i].assign(own_floats(std::move(new_v), v.shape()));
-    }
-  }
-  void track(Checkpoint& checkpoint) const override {
-    checkpoint.track("optimizer/iterations", iterations_);
-    for (const Variable& m : m_) checkpoint.track("optimizer/" + m.name(), m);
-    for (const Variable& v : v_) checkpoint.track("optimizer/" + v.name(), v);
-  }
-  std::vector<Variable> slots() const override {
-    std::vector<Variable> all{iterations_};
-    all.insert(all.end(), m_.begin(), m_.end());
-    all.insert(all.end(), v_.begin(), v_.end());
-    return all;
-  }
-
- private:
-  static constexpr double kBeta1 = 0.9, kBeta2 = 0.999;
-  static constexpr float kEpsilon = 1e-7f;
-  std::vector<Variable> params_, m_, v_;
-  Variable iterations_;
-  double lr_;
-};
-
-std::unique_ptr<Optimizer> make_optimizer(const TrainConfig& config, const std::vector<Variable>& params) {
-  if (config.optimizer == OptimizerKind::kAdam) return std::make_unique<Adam>(params, config.effective_learning_rate());
-  return std::make_unique<MomentumSgd>(params, config.effective_learning_rate(), config.momentum);
-}
-
-std::vector<Tensor> read_all(const std::vector<Variable>& vars) {
-  std::vector<Tensor> out;
-  out.reserve(vars.size());
-  for (const Variable& v : vars) out.push_back(v.value());
-  return out;
 }
 
 double evaluate(const std::vector<Variable>& params, const Split& data) {
@@ -361,8 +172,12 @@ void validate(const TrainConfig& config) {
   }
   if (config.epochs < 1) throw InvalidArgumentError("--epochs must be >= 1, got " + std::to_string(config.epochs));
   const double lr = config.effective_learning_rate();
-  if (!(lr > 0) || !std::isfinite(lr)) throw InvalidArgumentError("--learning-rate must be > 0");
-  if (!(config.momentum >= 0 && config.momentum < 1)) throw InvalidArgumentError("momentum must be in [0, 1)");
+  if (!(lr > 0) || !std::isfinite(lr)) {
+    throw InvalidArgumentError("--learning-rate must be finite and > 0, got " + fmt_number(lr));
+  }
+  if (!(config.momentum >= 0 && config.momentum < 1)) {
+    throw InvalidArgumentError("momentum must be in [0, 1), got " + fmt_number(config.momentum));
+  }
   for (std::int64_t h : config.hidden) {
     if (h < 1) throw InvalidArgumentError("hidden layer sizes must be >= 1, got " + std::to_string(h));
   }
@@ -402,19 +217,87 @@ TrainResult train(const TrainConfig& config) {
   return train(strategy ? *strategy : get_default_strategy(), config);
 }
 
-TrainResult train(Strategy& strategy, const TrainConfig& config) {
-  validate(config);
-  const bool chief = strategy.is_chief();
-  std::ostream* log = chief ? config.log : nullptr;
-  if (!config.checkpoint_dir.empty() && chief) prepare_checkpoint_dir(config.checkpoint_dir);
-  if (!config.plot_path.empty() && chief) {
-    // Fails before training, not after the first epoch.
+namespace {
+
+// Where the run writes, checked before training (not after the first epoch).
+void check_outputs(const TrainConfig& config) {
+  if (!config.checkpoint_dir.empty()) prepare_checkpoint_dir(config.checkpoint_dir);
+  if (!config.plot_path.empty()) {
     const std::filesystem::path parent = std::filesystem::absolute(config.plot_path).parent_path();
     if (!std::filesystem::is_directory(parent)) {
       throw FailedPreconditionError("cannot write the plot to '" + config.plot_path + "': no directory '" +
                                     parent.string() + "'");
     }
   }
+}
+
+// What a checkpoint holds besides the model and the optimizer: where the
+// run is, so that a resumed run continues exactly where it stopped.
+struct TrainingState {
+  explicit TrainingState(std::uint64_t rng_seed) : seed(rng_seed) {}
+
+  std::int64_t epoch = 0;           // epochs completed
+  std::int64_t step = 0;            // optimizer steps taken
+  std::int64_t input_position = 0;  // batches of the current epoch consumed
+  std::uint64_t seed;
+  // The current epoch's running sums (loss, correct, examples), so that a
+  // run resumed in the middle of an epoch reports that whole epoch.
+  Tensor epoch_sums = Tensor::zeros(DType::kFloat64, {3});
+
+  void track(Checkpoint& checkpoint) {
+    checkpoint.track("epoch", &epoch);
+    checkpoint.track("step", &step);
+    checkpoint.track("input_position", &input_position);
+    checkpoint.track("rng_seed", &seed);
+    checkpoint.track("epoch_sums", &epoch_sums);
+  }
+};
+
+// The learning curve's CSV, opened for this run: a resumed run starts from
+// the rows of the epochs it restored (appended to `curve`) and rewrites the
+// file with just those, so that rows of epochs trained after the checkpoint
+// are not repeated.
+std::ofstream open_learning_curve(const std::string& path, int resumed_epochs, std::vector<CurvePoint>& curve) {
+  std::vector<std::string> kept;
+  if (resumed_epochs > 0) kept = read_curve(path, resumed_epochs, curve);
+  std::ofstream csv(path, std::ios::trunc);
+  if (!csv) throw FailedPreconditionError("cannot write the learning curve to '" + path + "'");
+  csv << kCsvHeader << '\n';
+  for (const std::string& row : kept) csv << row << '\n';
+  csv << std::flush;
+  return csv;
+}
+
+void append_curve_row(std::ofstream& csv, const std::string& path, const EpochStats& stats) {
+  csv << stats.epoch << ',' << stats.loss << ',' << stats.accuracy << ',' << stats.test_accuracy << ','
+      << stats.seconds << ',' << stats.samples_per_second << '\n'
+      << std::flush;
+  if (!csv) throw UnavailableError("writing the learning curve to '" + path + "' failed");
+}
+
+// The names of the variables whose replica copies are not bitwise equal.
+std::vector<std::string> diverged(const std::vector<Variable>& variables) {
+  std::vector<std::string> names;
+  for (const Variable& v : variables) {
+    const std::vector<Tensor> copies = v.values();
+    for (const Tensor& copy : copies) {
+      const auto a = copy.bytes(), b = copies.front().bytes();
+      if (a.size() != b.size() || std::memcmp(a.data(), b.data(), a.size()) != 0) {
+        names.push_back(v.name());
+        break;
+      }
+    }
+  }
+  return names;
+}
+
+}  // namespace
+
+TrainResult train(Strategy& strategy, const TrainConfig& config) {
+  validate(config);
+  const bool chief = strategy.is_chief();
+  std::ostream* log = chief ? config.log : nullptr;
+  if (chief) check_outputs(config);
   const Split data = load_split(config.data_path, config.seed);
 
   std::vector<std::int64_t> sizes{kInputs};
@@ -431,21 +314,17 @@ TrainResult train(Strategy& strategy, const TrainConfig& config) {
     optimizer = make_optimizer(config, params);
   }
 
-  std::int64_t epoch = 0;           // epochs completed
-  std::int64_t step = 0;            // optimizer steps taken
-  std::int64_t input_position = 0;  // batches of the current epoch consumed
-  std::uint64_t seed = config.seed;
-  // The current epoch's running sums (loss, correct, examples), so that a
-  // run resumed in the middle of an epoch reports that whole epoch.
-  Tensor epoch_sums = Tensor::zeros(DType::kFloat64, {3});
+  TrainingState state(config.seed);
+  // Short names for the loop below.
+  std::int64_t& epoch = state.epoch;
+  std::int64_t& step = state.step;
+  std::int64_t& input_position = state.input_position;
+  std::uint64_t& seed = state.seed;
+  Tensor& epoch_sums = state.epoch_sums;
   Checkpoint checkpoint({.max_to_keep = 3});
   for (const Variable& p : params) checkpoint.track("model/" + p.name(), p);
   optimizer->track(checkpoint);
-  checkpoint.track("epoch", &epoch);
-  checkpoint.track("step", &step);
-  checkpoint.track("input_position", &input_position);
-  checkpoint.track("rng_seed", &seed);
-  checkpoint.track("epoch_sums", &epoch_sums);
+  state.track(checkpoint);
 
   TrainResult result;
   if (config.resume) {
@@ -463,20 +342,10 @@ TrainResult train(Strategy& strategy, const TrainConfig& config) {
     }
   }
 
-  // The learning curve so far: a resumed run starts from the CSV's rows of
-  // the epochs it restored (and rewrites the file with just those, so that
-  // rows of epochs trained after the checkpoint are not repeated).
+  // The learning curve so far (with the restored epochs' rows).
   std::vector<CurvePoint> curve;
   std::ofstream csv;
-  if (!config.csv_path.empty() && chief) {
-    std::vector<std::string> kept;
-    if (result.resumed_from_epoch > 0) kept = read_curve(config.csv_path, result.resumed_from_epoch, curve);
-    csv.open(config.csv_path, std::ios::trunc);
-    if (!csv) throw FailedPreconditionError("cannot write the learning curve to '" + config.csv_path + "'");
-    csv << kCsvHeader << '\n';
-    for (const std::string& row : kept) csv << row << '\n';
-    csv << std::flush;
-  }
+  if (!config.csv_path.empty() && chief) csv = open_learning_curve(config.csv_path, result.resumed_from_epoch, curve);
 
   const std::int64_t global_batch = config.batch_size;
   if (config.drop_remainder && global_batch > data.train_x.dim(0)) {
@@ -581,12 +450,7 @@ TrainResult train(Strategy& strategy, const TrainConfig& config) {
                            .seconds = stats.seconds});
       *log << std::flush;
     }
-    if (csv.is_open()) {
-      csv << stats.epoch << ',' << stats.loss << ',' << stats.accuracy << ',' << stats.test_accuracy << ','
-          << stats.seconds << ',' << stats.samples_per_second << '\n'
-          << std::flush;
-      if (!csv) throw UnavailableError("writing the learning curve to '" + config.csv_path + "' failed");
-    }
+    if (csv.is_open()) append_curve_row(csv, config.csv_path, stats);
     curve.push_back({stats.epoch, stats.loss, stats.accuracy, stats.test_accuracy});
     if (!config.plot_path.empty() && chief) write_learning_curve_png(config.plot_path, curve);
   }
@@ -595,18 +459,9 @@ TrainResult train(Strategy& strategy, const TrainConfig& config) {
   result.test_accuracy = evaluate(params, data);
   result.steps = step;
   result.parameters = read_all(params);
-  std::vector<Variable> state = params;
-  for (const Variable& slot : optimizer->slots()) state.push_back(slot);
-  for (const Variable& v : state) {
-    const std::vector<Tensor> copies = v.values();
-    for (const Tensor& copy : copies) {
-      const auto a = copy.bytes(), b = copies.front().bytes();
-      if (a.size() != b.size() || std::memcmp(a.data(), b.data(), a.size()) != 0) {
-        result.diverged_variables.push_back(v.name());
-        break;
-      }
-    }
-  }
+  std::vector<Variable> all = params;
+  for (const Variable& slot : optimizer->slots()) all.push_back(slot);
+  result.diverged_variables = diverged(all);
   if (log) *log << "test accuracy " << std::fixed << std::setprecision(4) << result.test_accuracy << "\n";
   return result;
 }

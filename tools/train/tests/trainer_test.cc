@@ -13,6 +13,7 @@
 
 #include <array>
 #include <chrono>
+#include <cmath>
 #include <cstddef>
 #include <cstdio>
 #include <cstdlib>
@@ -22,7 +23,9 @@
 #include <optional>
 #include <sstream>
 #include <string>
+#include <string_view>
 #include <thread>
+#include <typeinfo>
 #include <vector>
 
 extern char** environ;
@@ -259,27 +262,56 @@ TEST(TrainerTest, ResumeWithoutCheckpointStartsFromScratch) {
   expect_same_parameters(fresh.parameters, resumed.parameters, 0, 0, "resume from nothing");
 }
 
-TEST(TrainerTest, RejectsBadConfigs) {
-  TrainConfig config;
-  config.batch_size = 0;
-  EXPECT_THROW(validate(config), InvalidArgumentError);
-  config = {};
-  config.replicas = 0;
-  EXPECT_THROW(validate(config), InvalidArgumentError);
-  config = {};
-  config.strategy = StrategyKind::kOneDevice;  // replicas = 2
-  EXPECT_THROW(validate(config), InvalidArgumentError);
-  config = {};
-  config.resume = true;
-  EXPECT_THROW(validate(config), InvalidArgumentError);
-  config = {};
-  config.learning_rate = -1;
-  EXPECT_THROW(validate(config), InvalidArgumentError);
-  config = {};
-  config.data_path = "/nonexistent/digits.csv";
-  EXPECT_THROW(train(config), NotFoundError);
-  EXPECT_THROW(parse_strategy_kind("tpu"), InvalidArgumentError);
-  EXPECT_THROW(parse_optimizer_kind("rmsprop"), InvalidArgumentError);
+// Runs `fn`, which must throw E with a message containing every one of
+// `parts`; says what was thrown otherwise.
+template <class E, class Fn>
+void expect_error(Fn&& fn, const std::vector<std::string_view>& parts) {
+  try {
+    fn();
+    ADD_FAILURE() << "expected " << typeid(E).name() << ", nothing was thrown";
+  } catch (const E& e) {
+    const std::string what = e.what();
+    for (std::string_view part : parts) {
+      EXPECT_NE(what.find(part), std::string::npos) << "the message \"" << what << "\" does not name \"" << part << '"';
+    }
+  } catch (const std::exception& e) {
+    ADD_FAILURE() << "expected " << typeid(E).name() << ", got " << typeid(e).name() << ": " << e.what();
+  }
+}
+
+TEST(TrainerTest, RejectsBadConfigsNamingTheField) {
+  struct Case {
+    const char* what;
+    void (*edit)(TrainConfig&);
+    std::vector<std::string_view> parts;
+  };
+  const Case cases[] = {
+      {"batch 0", [](TrainConfig& c) { c.batch_size = 0; }, {"--batch-size", ">= 1", "got 0"}},
+      {"replicas 0", [](TrainConfig& c) { c.replicas = 0; }, {"--replicas", ">= 1", "got 0"}},
+      {"one_device with 2 replicas", [](TrainConfig& c) { c.strategy = StrategyKind::kOneDevice; },
+       {"one_device", "one replica", "--replicas 2"}},
+      {"epochs 0", [](TrainConfig& c) { c.epochs = 0; }, {"--epochs", "got 0"}},
+      {"resume without a directory", [](TrainConfig& c) { c.resume = true; }, {"--resume", "--checkpoint-dir"}},
+      {"negative learning rate", [](TrainConfig& c) { c.learning_rate = -1; }, {"--learning-rate", "> 0", "got -1"}},
+      {"infinite learning rate", [](TrainConfig& c) { c.learning_rate = HUGE_VAL; }, {"--learning-rate", "got inf"}},
+      {"momentum 1", [](TrainConfig& c) { c.momentum = 1; }, {"momentum", "[0, 1)", "got 1"}},
+      {"a hidden layer of 0", [](TrainConfig& c) { c.hidden = {16, 0}; }, {"hidden layer", "got 0"}},
+      {"negative checkpoint interval", [](TrainConfig& c) { c.checkpoint_every_steps = -3; },
+       {"--checkpoint-every", "got -3"}},
+      {"checkpoint interval without a directory", [](TrainConfig& c) { c.checkpoint_every_steps = 5; },
+       {"--checkpoint-every", "--checkpoint-dir"}},
+  };
+  for (const Case& c : cases) {
+    SCOPED_TRACE(c.what);
+    TrainConfig config;
+    c.edit(config);
+    expect_error<InvalidArgumentError>([&] { validate(config); }, c.parts);
+  }
+  TrainConfig missing;
+  missing.data_path = "/nonexistent/digits.csv";
+  expect_error<NotFoundError>([&] { train(missing); }, {"/nonexistent/digits.csv"});
+  expect_error<InvalidArgumentError>([] { parse_strategy_kind("tpu"); }, {"'tpu'", "mirrored", "multi_worker"});
+  expect_error<InvalidArgumentError>([] { parse_optimizer_kind("rmsprop"); }, {"'rmsprop'", "sgd", "adam"});
 }
 
 // --- The program ---------------------------------------------------------------
