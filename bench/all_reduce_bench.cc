@@ -35,7 +35,7 @@
 #include <vector>
 
 #include "bench_util.h"
-#include "collectives/reduce_kernels.h"
+#include "core/reduce_kernels.h"
 #include "distribute/distribute.h"
 
 namespace {

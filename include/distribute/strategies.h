@@ -77,6 +77,14 @@ struct MultiWorkerOptions {
   // library duplicates MPI_COMM_WORLD, initializing MPI if the program has
   // not (then it also finalizes MPI at exit).
   std::any mpi_communicator = {};
+  // When every worker runs on one host (same kernel, IPC, mount and PID
+  // namespaces), the workers' collectives go through a shared-memory
+  // segment (POSIX shm, named only until every worker has mapped it) instead
+  // of MPI messages: the same results, deadlines and failure reports, and a
+  // worker whose process ends is noticed within a millisecond. false, or
+  // DISTRIBUTE_SHARED_MEMORY=0 in the environment, keeps MPI for everything.
+  // Workers on several hosts use MPI (no host-local stage yet).
+  bool shared_memory = true;
 };
 
 // M worker processes x N local replicas, TF's MultiWorkerMirroredStrategy,

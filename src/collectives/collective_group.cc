@@ -5,7 +5,7 @@
 #include <limits>
 
 #include "collectives/cross_worker_ops.h"
-#include "collectives/reduce_kernels.h"
+#include "core/reduce_kernels.h"
 #include "core/describe.h"
 #include "core/dtype_dispatch.h"
 #include "distribute/errors.h"

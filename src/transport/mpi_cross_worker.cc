@@ -27,6 +27,7 @@
 #include <mutex>
 #include <string>
 #include <thread>
+#include <type_traits>
 
 #include "core/describe.h"
 #include "core/dtype_dispatch.h"
@@ -36,6 +37,8 @@
 #include "runtime/interrupt.h"
 #include "runtime/spin_wait.h"
 #include "transport/cross_worker.h"
+#include "transport/shm_channel.h"
+#include "transport/wire.h"
 
 namespace distribute::internal {
 namespace {
@@ -71,26 +74,6 @@ constexpr std::size_t kDirectBytes = 256 * 1024;
 // kEagerBytes.
 constexpr std::size_t kEagerBytes = 4000;
 constexpr std::size_t kChunkedBytes = 32 * 1024;
-
-enum class Op : std::uint32_t { kAllReduce = 1, kAllGather = 2, kBroadcast = 3 };
-
-const char* op_name(std::uint32_t op) {
-  switch (op) {
-    case 1: return "all_reduce";
-    case 2: return "all_gather";
-    case 3: return "broadcast";
-    default: return "an unknown collective";
-  }
-}
-
-struct Header {
-  std::uint64_t generation = 0;
-  std::uint64_t seq = 0;
-  std::uint32_t op = 0;
-  std::uint32_t dtype = 0;
-  std::uint64_t count = 0;  // all_reduce: elements; all_gather: this worker's bytes; broadcast: bytes
-  std::int64_t root = -1;   // broadcast
-};
 
 std::string mpi_error(int code) {
   char text[MPI_MAX_ERROR_STRING];
@@ -266,7 +249,11 @@ class MpiCrossWorker final : public CrossWorker {
       // Tell the peers this worker is gone: one still waiting for it in a
       // collective raises UnavailableError at once instead of at its
       // deadline (after a clean end nobody reads the notice).
-      if (finalized == 0 && !broken_ && !reported_ && size_ > 1 && control_ != MPI_COMM_NULL) send_leaving_locked();
+      if (!broken_ && !reported_ && shm_ != nullptr) {
+        shm_->leave(leaving_text());
+      } else if (finalized == 0 && !broken_ && !reported_ && size_ > 1 && control_ != MPI_COMM_NULL) {
+        send_leaving_locked();
+      }
     }
     process_.release();
   }
@@ -281,6 +268,10 @@ class MpiCrossWorker final : public CrossWorker {
     const std::size_t bytes = count * element;
     const Header mine{generation_, next_seq(what), static_cast<std::uint32_t>(Op::kAllReduce),
                       static_cast<std::uint32_t>(dtype), count, -1};
+    if (shm_ != nullptr) {
+      on_host([&] { shm_->all_reduce_sum(what, mine, dtype, in_data, data, count, deadline, cancelled); });
+      return;
+    }
     auto* out = static_cast<std::byte*>(data);
     const auto* in = static_cast<const std::byte*>(in_data);
     const auto m = static_cast<std::size_t>(size_);
@@ -364,6 +355,7 @@ class MpiCrossWorker final : public CrossWorker {
   std::vector<std::vector<std::byte>> all_gather(const char* what, std::span<const std::byte> mine_bytes,
                                                  Clock::time_point deadline, FunctionRef<bool()> cancelled) override {
     const Header mine{generation_, next_seq(what), static_cast<std::uint32_t>(Op::kAllGather), 0, mine_bytes.size(), -1};
+    if (shm_ != nullptr) return on_host([&] { return shm_->all_gather(what, mine, mine_bytes, deadline, cancelled); });
     const std::vector<Header> all = exchange_headers(what, mine, deadline, cancelled);
     std::vector<std::vector<std::byte>> out(static_cast<std::size_t>(size_));
     Requests requests(data_tag_);
@@ -386,6 +378,10 @@ class MpiCrossWorker final : public CrossWorker {
   void broadcast(const char* what, void* data, std::size_t bytes, int root, Clock::time_point deadline,
                  FunctionRef<bool()> cancelled) override {
     const Header mine{generation_, next_seq(what), static_cast<std::uint32_t>(Op::kBroadcast), 0, bytes, root};
+    if (shm_ != nullptr) {
+      on_host([&] { shm_->broadcast(what, mine, data, bytes, root, deadline, cancelled); });
+      return;
+    }
     exchange_headers(what, mine, deadline, cancelled);
     Requests requests(data_tag_);
     std::unique_lock<std::mutex> lock(process_.mutex());
@@ -406,6 +402,12 @@ class MpiCrossWorker final : public CrossWorker {
       if (reported_) return;
       reported_ = true;
       failure_text_ = "worker " + std::to_string(rank_) + ": " + message;
+      if (shm_ != nullptr) {
+        // The peers watch this worker's state in the segment.
+        shm_->report_failure(failure_text_);
+        break_channel_locked();
+        return;
+      }
       std::vector<MPI_Request> sends;
       for (int p = 0; p < size_; ++p) {
         if (p == rank_) continue;
@@ -484,6 +486,81 @@ class MpiCrossWorker final : public CrossWorker {
     // communicator of the program's.
     if (options.mpi_communicator.has_value()) environment.launcher.reset();
     chief_ = reconcile_cluster(environment, rank_, size_).is_chief;
+    if (size_ > 1 && shared_memory_wanted(options)) start_shared_memory(deadline);
+  }
+
+  // Whether workers that share a host should use a shared-memory segment:
+  // the option, unless DISTRIBUTE_SHARED_MEMORY=0 (for measuring and
+  // testing the MPI path with the same program).
+  static bool shared_memory_wanted(const MultiWorkerOptions& options) {
+    const char* env = std::getenv("DISTRIBUTE_SHARED_MEMORY");
+    if (env != nullptr && std::string(env) == "0") return false;
+    return options.shared_memory;
+  }
+
+  // When every worker runs on this host: worker 0 creates a segment, the
+  // others map it, and once all have (or one could not: then MPI carries
+  // everything, as before) its name is removed. Bounded by `deadline`.
+  void start_shared_memory(Clock::time_point deadline) {
+    auto never = [] { return false; };
+    const std::string key = ShmChannel::host_key();
+    const auto keys = all_gather("start-up (host check)", std::as_bytes(std::span(key)), deadline, never);
+    for (const auto& k : keys) {
+      if (!std::equal(k.begin(), k.end(), std::as_bytes(std::span(key)).begin(), std::as_bytes(std::span(key)).end())) {
+        return;  // workers on several hosts: MPI
+      }
+    }
+    std::unique_ptr<ShmChannel> channel;
+    std::string name;
+    if (rank_ == 0) {
+      try {
+        channel = ShmChannel::create(rank_, size_);
+        name = channel->name();
+      } catch (const UnavailableError&) {
+        // No segment (no /dev/shm, or no room): the workers use MPI.
+      }
+    }
+    std::uint64_t length = name.size();
+    broadcast("start-up (shared memory)", &length, sizeof length, 0, deadline, never);
+    if (length == 0) return;
+    name.resize(length);
+    broadcast("start-up (shared memory)", name.data(), length, 0, deadline, never);
+    if (rank_ != 0) {
+      try {
+        channel = ShmChannel::attach(name, rank_, size_);
+      } catch (const UnavailableError&) {
+        // This worker cannot map it: all use MPI.
+      }
+    }
+    const std::byte attached = channel != nullptr ? std::byte{1} : std::byte{0};
+    const auto all = all_gather("start-up (shared memory)", std::span(&attached, 1), deadline, never);
+    if (channel != nullptr) channel->unlink();  // (worker 0's: every other one has mapped it or given up)
+    for (const auto& a : all) {
+      if (a.size() != 1 || a[0] != std::byte{1}) return;
+    }
+    channel->watch_peers();
+    shm_ = std::move(channel);
+  }
+
+  // Runs a collective on the host's segment; a failure (not a mismatch,
+  // which leaves the channel in step) breaks this channel too.
+  template <class F>
+  std::invoke_result_t<F> on_host(F&& collective) {
+    try {
+      return collective();
+    } catch (const WorkersMismatchError&) {
+      throw;
+    } catch (...) {
+      std::lock_guard<std::mutex> lock(process_.mutex());
+      const std::string reason = shm_->broken();
+      break_channel_locked(reason.empty() ? "a shared-memory collective failed" : reason);
+      throw;
+    }
+  }
+
+  std::string leaving_text() const {
+    return "worker " + std::to_string(rank_) +
+           " left: its MultiWorkerMirroredStrategy was destroyed (the program ended or moved on)";
   }
 
   void say_hello(MPI_Comm base, Clock::time_point deadline, double timeout) {
@@ -546,9 +623,7 @@ class MpiCrossWorker final : public CrossWorker {
   // The notice that this worker left (the MPI mutex held). Small messages
   // complete at once (eager); never blocks on a dead peer.
   void send_leaving_locked() {
-    auto text = std::make_unique<std::string>(
-        "worker " + std::to_string(rank_) +
-        " left: its MultiWorkerMirroredStrategy was destroyed (the program ended or moved on)");
+    auto text = std::make_unique<std::string>(leaving_text());
     std::vector<MPI_Request> sends;
     for (int p = 0; p < size_; ++p) {
       if (p == rank_) continue;
@@ -603,6 +678,15 @@ class MpiCrossWorker final : public CrossWorker {
       break_channel_locked(msg);
       throw UnavailableError(msg);
     }
+    if (shm_ != nullptr && !broken_ && !closed_) {
+      // A peer that failed or left will never meet this call.
+      if (std::optional<std::string> report = shm_->peer_report()) {
+        const std::string msg = std::string("cross-worker ") + what + " on worker " + std::to_string(rank_) +
+                                " failed: " + *report;
+        break_channel_locked(msg);
+        throw UnavailableError(msg);
+      }
+    }
     if (closed_) {
       throw FailedPreconditionError(std::string("cross-worker ") + what + " on worker " + std::to_string(rank_) +
                                     ": its MultiWorkerMirroredStrategy was destroyed; a distributed dataset or "
@@ -645,42 +729,6 @@ class MpiCrossWorker final : public CrossWorker {
       requests.add(p, false);
       check_mpi(MPI_Isend(&mine, sizeof(Header), MPI_BYTE, p, header_tag_, data_, &requests.requests.back()),
                 "MPI_Isend");
-    }
-  }
-
-  // Raises WorkersMismatchError (the same on every worker: each compares
-  // every header with worker 0's) unless the calls match.
-  void check_headers(const char* what, const std::vector<Header>& all) {
-    const Header& h0 = all[0];
-    for (int p = 1; p < size_; ++p) {
-      const Header& h = all[static_cast<std::size_t>(p)];
-      std::string difference;
-      if (h.generation != h0.generation) {
-        difference = "MultiWorkerMirroredStrategy number " + std::to_string(h0.generation) + " of worker 0 vs number " +
-                     std::to_string(h.generation) + " of worker " + std::to_string(p);
-      } else if (h.op != h0.op) {
-        difference = std::string(op_name(h0.op)) + " on worker 0 vs " + op_name(h.op) + " on worker " +
-                     std::to_string(p);
-      } else if (h.seq != h0.seq) {
-        // (The workers' counts of cross-worker exchanges, internal ones
-        // included, differ: one skipped or added a call.)
-        difference = std::string(op_name(h0.op)) + " number " + std::to_string(h0.seq) + " on worker 0 vs number " +
-                     std::to_string(h.seq) + " on worker " + std::to_string(p);
-      } else if (h.op == static_cast<std::uint32_t>(Op::kAllReduce) && (h.dtype != h0.dtype || h.count != h0.count)) {
-        difference = std::to_string(h0.count) + " elements of " +
-                     std::string(dtype_name(static_cast<DType>(h0.dtype))) + " on worker 0 vs " +
-                     std::to_string(h.count) + " elements of " + std::string(dtype_name(static_cast<DType>(h.dtype))) +
-                     " on worker " + std::to_string(p);
-      } else if (h.op == static_cast<std::uint32_t>(Op::kBroadcast) && (h.count != h0.count || h.root != h0.root)) {
-        difference = std::to_string(h0.count) + " bytes from worker " + std::to_string(h0.root) + " on worker 0 vs " +
-                     std::to_string(h.count) + " bytes from worker " + std::to_string(h.root) + " on worker " +
-                     std::to_string(p);
-      }
-      if (!difference.empty()) {
-        throw WorkersMismatchError(std::string("workers made different collective calls at cross-worker ") + what +
-                                   ": " + difference + "; every worker must run the same collectives in the same "
-                                   "order on values of the same shapes");
-      }
     }
   }
 
@@ -859,6 +907,7 @@ class MpiCrossWorker final : public CrossWorker {
   std::string kept_report_;  // a peer's report received after a step's data
   std::string broken_reason_;
   std::string failure_text_;
+  std::unique_ptr<ShmChannel> shm_;  // every worker on this host: collectives through shared memory
 };
 
 }  // namespace

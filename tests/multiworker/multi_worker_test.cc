@@ -538,6 +538,89 @@ TEST(MultiWorker, AnUnbatchedDatasetRaisesWhenDistributedOnEveryWorker) {
   EXPECT_EQ(ok[0], Tensor{static_cast<float>(s.num_replicas_in_sync())});
 }
 
+// Which transport carries the workers' collectives: the shared-memory
+// segment (every worker on this host) unless DISTRIBUTE_SHARED_MEMORY=0.
+// The segment stays mapped (as "/dev/shm/distribute-... (deleted)"), and its
+// name is gone once every worker has mapped it.
+TEST(MultiWorker, TheHostsWorkersShareAMappedSegmentWithoutAName) {
+  MultiWorkerMirroredStrategy& s = strategy();
+  s.run([] { get_replica_context()->all_reduce(ReduceOp::SUM, Tensor{1.f}); });
+  const char* env = std::getenv("DISTRIBUTE_SHARED_MEMORY");
+  const bool expect_shm = env == nullptr || std::string(env) != "0";
+  std::ifstream maps("/proc/self/maps");
+  std::string line;
+  bool mapped = false;
+  while (std::getline(maps, line)) mapped = mapped || line.find("/dev/shm/distribute-") != std::string::npos;
+  EXPECT_EQ(mapped, expect_shm) << "DISTRIBUTE_SHARED_MEMORY=" << (env == nullptr ? "(unset)" : env);
+  for (const auto& entry : std::filesystem::directory_iterator("/dev/shm")) {
+    EXPECT_EQ(entry.path().filename().string().rfind("distribute-", 0), std::string::npos) << entry.path();
+  }
+}
+
+// Sums across the transports' size classes (empty, fewer elements than
+// workers, the direct path, its boundary, several chunks of the segment's
+// slots) for every dtype, against the closed form: replica g's element i is
+// (g + 1) * (i % 1000), exact in every dtype.
+TEST(MultiWorker, AllReduceOfEverySizeClassAndDtypeIsExact) {
+  MultiWorkerMirroredStrategy& s = strategy();
+  const int total = s.num_replicas_in_sync();
+  const std::vector<std::int64_t> counts{0, 1, 2, 1000, 16384, 16385, 300001, 600007};
+  for (DType dtype : {DType::kFloat32, DType::kFloat64, DType::kInt32, DType::kInt64}) {
+    for (std::int64_t count : counts) {
+      auto out = s.run([&] {
+        const int g = get_replica_context()->replica_id_in_sync_group();
+        std::vector<double> v(static_cast<std::size_t>(count));
+        for (std::size_t i = 0; i < v.size(); ++i) v[i] = static_cast<double>((g + 1) * static_cast<int>(i % 1000));
+        return get_replica_context()->all_reduce(ReduceOp::SUM, Tensor(v, Shape{count}).cast(dtype));
+      });
+      const Tensor got = out[0].cast(DType::kFloat64);
+      ASSERT_EQ(got.num_elements(), count);
+      const double factor = static_cast<double>(total * (total + 1) / 2);
+      std::int64_t wrong = 0;
+      for (std::int64_t i = 0; i < count; ++i) {
+        wrong += got.data<double>()[static_cast<std::size_t>(i)] != factor * static_cast<double>(i % 1000) ? 1 : 0;
+      }
+      EXPECT_EQ(wrong, 0) << count << " elements of " << dtype_name(dtype);
+    }
+  }
+}
+
+// An all_gather and a broadcast (a variable's initial value from the chief)
+// larger than the segment's slots travel in several rounds.
+TEST(MultiWorker, LargeAllGatherAndBroadcastArriveWhole) {
+  MultiWorkerMirroredStrategy& s = strategy();
+  const int total = s.num_replicas_in_sync();
+  constexpr std::int64_t kRows = 150000;  // 2.4 MB of int64 per replica and more: several rounds
+  auto out = s.run([] {
+    const int g = get_replica_context()->replica_id_in_sync_group();
+    std::vector<std::int64_t> v(static_cast<std::size_t>(kRows * (g + 1)));
+    for (std::size_t i = 0; i < v.size(); ++i) v[i] = g * 1000003 + static_cast<std::int64_t>(i);
+    return get_replica_context()->all_gather(Tensor(v, Shape{kRows * (g + 1)}), 0);
+  });
+  const std::vector<std::int64_t> got = values_of<std::int64_t>(out[0]);
+  ASSERT_EQ(static_cast<std::int64_t>(got.size()), kRows * total * (total + 1) / 2);
+  std::size_t at = 0;
+  std::int64_t wrong = 0;
+  for (int g = 0; g < total; ++g) {
+    for (std::int64_t i = 0; i < kRows * (g + 1); ++i) wrong += got[at++] != g * 1000003 + i ? 1 : 0;
+  }
+  EXPECT_EQ(wrong, 0);
+  std::optional<Variable> big;
+  {
+    auto scope = s.scope();
+    VariableOptions options;
+    options.name = "big";
+    std::vector<float> init(400000, static_cast<float>(s.worker_index() + 3));  // 1.6 MB
+    init.back() = static_cast<float>(s.worker_index());
+    big.emplace(Tensor(init, Shape{400000}), options);
+  }
+  for (const Tensor& c : big->values()) {
+    EXPECT_EQ(c.data<float>()[0], 3.f);
+    EXPECT_EQ(c.data<float>()[399999], 0.f);
+    EXPECT_EQ(c.data<float>()[262144], 3.f);
+  }
+}
+
 TEST(MultiWorker, MismatchedShapesAcrossWorkersRaiseOnEveryWorker) {
   MultiWorkerMirroredStrategy& s = strategy();
   const int w = s.worker_index();

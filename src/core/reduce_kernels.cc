@@ -1,4 +1,4 @@
-#include "collectives/reduce_kernels.h"
+#include "core/reduce_kernels.h"
 
 #include <algorithm>
 #include <cstdint>

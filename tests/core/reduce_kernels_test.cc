@@ -1,4 +1,4 @@
-// The reduction kernels of all_reduce (collectives/reduce_kernels.h): every
+// The reduction kernels of all_reduce (core/reduce_kernels.h): every
 // instruction-set variant this CPU runs gives, bitwise, the element-by-element
 // reference (the replicas' values added in replica order, then divided for
 // MEAN), out of place and in place, for every dtype, replica count, length
@@ -16,7 +16,7 @@
 #include <type_traits>
 #include <vector>
 
-#include "collectives/reduce_kernels.h"
+#include "core/reduce_kernels.h"
 #include "distribute/errors.h"
 
 namespace distribute::internal {

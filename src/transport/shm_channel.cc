@@ -1,0 +1,412 @@
+#include "transport/shm_channel.h"
+
+#include <fcntl.h>
+#include <poll.h>
+#include <sys/mman.h>
+#include <sys/stat.h>
+#include <sys/syscall.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <cerrno>
+#include <csignal>
+#include <cstring>
+#include <fstream>
+#include <random>
+#include <thread>
+
+
+#include "core/describe.h"
+#include "core/dtype_dispatch.h"
+#include "core/reduce_kernels.h"
+#include "distribute/errors.h"
+#include "runtime/interrupt.h"
+#include "runtime/spin_wait.h"
+
+namespace distribute::internal {
+
+namespace {
+
+enum State : std::uint32_t { kAlive = 0, kFailed = 1, kLeft = 2 };
+constexpr std::size_t kTextBytes = 1024;
+constexpr std::size_t kLine = 64;
+
+std::size_t round_up(std::size_t n, std::size_t to) { return (n + to - 1) / to * to; }
+
+// One slot per worker and parity: large enough for a direct all_reduce,
+// small enough that many workers fit in a container's /dev/shm.
+std::size_t slot_bytes_for(int size) { return size <= 8 ? std::size_t{1} << 20 : std::size_t{256} << 10; }
+
+std::string errno_text(const char* call) { return std::string(call) + ": " + std::strerror(errno); }
+
+std::string read_first_line(const char* path) {
+  std::ifstream file(path);
+  std::string line;
+  std::getline(file, line);
+  return line;
+}
+
+std::string link_target(const char* path) {
+  char buffer[256];
+  const ssize_t n = ::readlink(path, buffer, sizeof buffer);
+  return n > 0 ? std::string(buffer, static_cast<std::size_t>(n)) : std::string("?");
+}
+
+int open_pidfd(pid_t pid) {
+#ifdef SYS_pidfd_open
+  return static_cast<int>(::syscall(SYS_pidfd_open, pid, 0));
+#else
+  (void)pid;
+  errno = ENOSYS;
+  return -1;
+#endif
+}
+
+}  // namespace
+
+struct ShmChannel::Control {
+  alignas(kLine) std::atomic<std::uint64_t> arrived;  // the last barrier this worker arrived at
+  alignas(kLine) std::atomic<std::uint32_t> state;    // State; text is written before it changes
+  std::int32_t pid;                                   // written when the worker attached
+  Header headers[2];                                  // per barrier parity
+  char text[kTextBytes];                              // why it failed or left
+};
+static_assert(std::atomic<std::uint64_t>::is_always_lock_free && std::atomic<std::uint32_t>::is_always_lock_free,
+              "the shared segment's words must be lock-free to work across processes");
+
+std::string ShmChannel::host_key() {
+  char host[256] = {};
+  ::gethostname(host, sizeof host - 1);
+  return read_first_line("/proc/sys/kernel/random/boot_id") + "|" + host + "|" + link_target("/proc/self/ns/ipc") +
+         "|" + link_target("/proc/self/ns/mnt") + "|" + link_target("/proc/self/ns/pid");
+}
+
+std::unique_ptr<ShmChannel> ShmChannel::create(int rank, int size) {
+  static std::atomic<unsigned> made{0};
+  std::random_device random;
+  const std::string name = "/distribute-" + std::to_string(::getpid()) + "-" + std::to_string(++made) + "-" +
+                           std::to_string(random());
+  const int fd = ::shm_open(name.c_str(), O_RDWR | O_CREAT | O_EXCL, 0600);
+  if (fd < 0) throw UnavailableError(errno_text("shm_open"));
+  try {
+    return std::unique_ptr<ShmChannel>(new ShmChannel(name, fd, rank, size, slot_bytes_for(size), true));
+  } catch (...) {
+    ::shm_unlink(name.c_str());
+    throw;
+  }
+}
+
+std::unique_ptr<ShmChannel> ShmChannel::attach(const std::string& name, int rank, int size) {
+  const int fd = ::shm_open(name.c_str(), O_RDWR, 0);
+  if (fd < 0) throw UnavailableError(errno_text("shm_open"));
+  return std::unique_ptr<ShmChannel>(new ShmChannel(name, fd, rank, size, slot_bytes_for(size), false));
+}
+
+ShmChannel::ShmChannel(std::string name, int fd, int rank, int size, std::size_t slot_bytes, bool owner)
+    : name_(std::move(name)), fd_(fd), rank_(rank), size_(size), slot_bytes_(slot_bytes), owner_(owner) {
+  const auto n = static_cast<std::size_t>(size);
+  bytes_ = round_up(sizeof(Control) * n, 4096) + 2 * n * slot_bytes_;
+  try {
+    if (owner) {
+      // Reserved now: a tmpfs short of space fails here, not with SIGBUS at
+      // the first write.
+      const int err = ::posix_fallocate(fd_, 0, static_cast<off_t>(bytes_));
+      if (err != 0) throw UnavailableError("posix_fallocate of " + std::to_string(bytes_) + " bytes: " +
+                                           std::strerror(err));
+    } else {
+      struct stat st {};
+      if (::fstat(fd_, &st) != 0) throw UnavailableError(errno_text("fstat"));
+      if (static_cast<std::size_t>(st.st_size) != bytes_) {
+        throw UnavailableError("the segment has " + std::to_string(st.st_size) + " bytes, expected " +
+                               std::to_string(bytes_));
+      }
+    }
+    void* p = ::mmap(nullptr, bytes_, PROT_READ | PROT_WRITE, MAP_SHARED | MAP_POPULATE, fd_, 0);
+    if (p == MAP_FAILED) throw UnavailableError(errno_text("mmap"));
+    base_ = static_cast<std::byte*>(p);
+  } catch (...) {
+    ::close(fd_);
+    throw;
+  }
+  // (The segment starts zeroed: every worker kAlive at barrier 0.)
+  control(rank_).pid = static_cast<std::int32_t>(::getpid());
+}
+
+ShmChannel::~ShmChannel() {
+  for (int fd : pidfds_) {
+    if (fd >= 0) ::close(fd);
+  }
+  if (base_ != nullptr) ::munmap(base_, bytes_);
+  if (fd_ >= 0) ::close(fd_);
+  unlink();
+}
+
+void ShmChannel::unlink() noexcept {
+  if (owner_) ::shm_unlink(name_.c_str());
+  owner_ = false;
+}
+
+void ShmChannel::watch_peers() {
+  pidfds_.assign(static_cast<std::size_t>(size_), -1);
+  for (int p = 0; p < size_; ++p) {
+    // Without pidfds (an old kernel), dead_peer falls back on kill(pid, 0).
+    if (p != rank_) pidfds_[static_cast<std::size_t>(p)] = open_pidfd(static_cast<pid_t>(control(p).pid));
+  }
+}
+
+ShmChannel::Control& ShmChannel::control(int worker) const {
+  return reinterpret_cast<Control*>(base_)[worker];
+}
+
+std::byte* ShmChannel::slot(int worker, std::uint64_t barrier) const {
+  const auto n = static_cast<std::size_t>(size_);
+  const std::size_t index = 2 * static_cast<std::size_t>(worker) + static_cast<std::size_t>(barrier % 2);
+  return base_ + round_up(sizeof(Control) * n, 4096) + index * slot_bytes_;
+}
+
+std::uint64_t ShmChannel::barrier(const char* what, const Header& mine, Clock::time_point deadline,
+                                  FunctionRef<bool()> cancelled) {
+  const std::uint64_t b = ++barrier_;
+  Control& me = control(rank_);
+  me.headers[b % 2] = mine;
+  me.arrived.store(b, std::memory_order_release);
+  wait(what, b, deadline, cancelled);
+  return b;
+}
+
+void ShmChannel::check_headers_of(const char* what, std::uint64_t b) const {
+  std::vector<Header> all(static_cast<std::size_t>(size_));
+  for (int p = 0; p < size_; ++p) all[static_cast<std::size_t>(p)] = control(p).headers[b % 2];
+  check_headers(what, all);
+}
+
+void ShmChannel::wait(const char* what, std::uint64_t b, Clock::time_point deadline,
+                      FunctionRef<bool()> cancelled) {
+  const std::string where = std::string("cross-worker ") + what + " on worker " + std::to_string(rank_);
+  InterruptPoll poll;  // the waiting thread's interrupt check (distribute/interrupt.h)
+  const Clock::time_point start = Clock::now();
+  Clock::time_point next_liveness = start + std::chrono::milliseconds(1);
+  enum { kSpin, kYield, kSleep } backoff = kSpin;
+  for (unsigned round = 0;; ++round) {
+    bool all = true;
+    for (int p = 0; p < size_ && all; ++p) all = control(p).arrived.load(std::memory_order_acquire) >= b;
+    if (all) return;
+    if (std::optional<std::string> report = peer_report()) {
+      const std::string msg = where + " failed: " + *report;
+      fail(msg, std::make_exception_ptr(UnavailableError(msg)));
+    }
+    if (cancelled()) {
+      const std::string msg = where + " cancelled: a local replica failed";
+      fail(msg, std::make_exception_ptr(CancelledError(msg)));
+    }
+    if ((round % 64) != 63) {
+      if (backoff == kSpin) cpu_relax();
+      else if (backoff == kYield) std::this_thread::yield();
+      else std::this_thread::sleep_for(std::chrono::microseconds(50));
+      continue;
+    }
+    if (poll.active()) {
+      try {
+        poll.poll();
+      } catch (...) {
+        // The others are told at once, as of a failed replica.
+        const std::string reason = std::string("cross-worker ") + what + " interrupted on worker " +
+                                   std::to_string(rank_);
+        report_failure("worker " + std::to_string(rank_) + ": " + reason);
+        fail(reason, std::current_exception());
+      }
+    }
+    const Clock::time_point now = Clock::now();
+    if (now >= deadline) {
+      std::vector<int> missing;
+      for (int p = 0; p < size_; ++p) {
+        if (control(p).arrived.load(std::memory_order_acquire) < b) missing.push_back(p);
+      }
+      if (missing.empty()) return;
+      const std::string msg = std::string("cross-worker ") + what + " exceeded its deadline on worker " +
+                              std::to_string(rank_) + ": nothing received from worker(s) " + list_ids(missing) +
+                              " (stopped, stuck or gone; timeout_seconds in CommunicationOptions sets the deadline)";
+      fail(msg, std::make_exception_ptr(DeadlineExceededError(msg)));
+    }
+    if (now >= next_liveness) {
+      next_liveness = now + std::chrono::milliseconds(1);
+      const int dead = dead_peer(b);
+      if (dead >= 0) {
+        const std::string msg = where + " failed: worker " + std::to_string(dead) + " (pid " +
+                                std::to_string(control(dead).pid) +
+                                ") ended without reporting a failure (killed or crashed)";
+        fail(msg, std::make_exception_ptr(UnavailableError(msg)));
+      }
+    }
+    // Spin for the latency of a hand-off; then leave the core to the local
+    // replicas (and to the peers, when the workers outnumber the cores).
+    const auto waited = now - start;
+    backoff = waited < std::chrono::microseconds(50) ? kSpin
+              : waited < std::chrono::milliseconds(5) ? kYield
+                                                       : kSleep;
+  }
+}
+
+int ShmChannel::dead_peer(std::uint64_t b) const {
+  for (int p = 0; p < size_; ++p) {
+    if (p == rank_ || control(p).arrived.load(std::memory_order_acquire) >= b) continue;
+    const int fd = pidfds_.empty() ? -1 : pidfds_[static_cast<std::size_t>(p)];
+    if (fd >= 0) {
+      pollfd pfd{fd, POLLIN, 0};
+      if (::poll(&pfd, 1, 0) > 0) return p;  // a pidfd is readable once its process ended
+    } else if (::kill(static_cast<pid_t>(control(p).pid), 0) != 0 && errno == ESRCH) {
+      return p;
+    }
+  }
+  return -1;
+}
+
+void ShmChannel::fail(const std::string& reason, std::exception_ptr error) {
+  {
+    std::lock_guard<std::mutex> lock(state_mutex_);
+    if (broken_.empty()) broken_ = reason;
+  }
+  std::rethrow_exception(error);
+}
+
+std::string ShmChannel::broken() const {
+  std::lock_guard<std::mutex> lock(state_mutex_);
+  return broken_;
+}
+
+void ShmChannel::post_state(std::uint32_t state, const std::string& text) noexcept {
+  std::lock_guard<std::mutex> lock(state_mutex_);
+  if (posted_) return;
+  posted_ = true;
+  Control& me = control(rank_);
+  const std::size_t n = std::min(text.size(), kTextBytes - 1);
+  std::memcpy(me.text, text.data(), n);
+  me.text[n] = '\0';
+  me.state.store(state, std::memory_order_release);
+}
+
+void ShmChannel::report_failure(const std::string& text) noexcept { post_state(kFailed, text); }
+void ShmChannel::leave(const std::string& text) noexcept { post_state(kLeft, text); }
+
+std::optional<std::string> ShmChannel::peer_report() const {
+  for (int p = 0; p < size_; ++p) {
+    if (p == rank_) continue;
+    const Control& c = control(p);
+    if (c.state.load(std::memory_order_acquire) == kAlive) continue;
+    return "worker " + std::to_string(p) + " reported a failure (" +
+           std::string(c.text, ::strnlen(c.text, kTextBytes)) + ")";
+  }
+  return std::nullopt;
+}
+
+namespace {
+
+// out[i] = the sum over workers, in worker order, of ins[w][i], i < count
+// (`out` is none of the inputs): the same operations as the MPI path's.
+void sum_into(DType dtype, std::byte* out, const std::vector<const std::byte*>& ins, std::size_t count) {
+  dispatch_dtype(dtype, [&](auto zero) {
+    using T = decltype(zero);
+    std::vector<const T*> typed(ins.size());
+    for (std::size_t w = 0; w < ins.size(); ++w) typed[w] = reinterpret_cast<const T*>(ins[w]);
+    reduce_kernels<T>().range(reinterpret_cast<T*>(out), typed, 0, count, false);
+  });
+}
+
+}  // namespace
+
+void ShmChannel::all_reduce_sum(const char* what, const Header& mine, DType dtype, const void* in_data,
+                                void* out_data, std::size_t count, Clock::time_point deadline,
+                                FunctionRef<bool()> cancelled) {
+  const std::size_t e = dtype_size(dtype);
+  const auto* in = static_cast<const std::byte*>(in_data);
+  auto* out = static_cast<std::byte*>(out_data);
+  const auto m = static_cast<std::size_t>(size_);
+  const auto me = static_cast<std::size_t>(rank_);
+  std::vector<const std::byte*> ins(m);
+  if (count * e <= kDirectBytes || count < m) {
+    // Everyone's buffer into its slot, then each sums them all.
+    const std::uint64_t b = next_barrier();
+    if (count > 0) std::memcpy(slot(rank_, b), in, count * e);
+    barrier(what, mine, deadline, cancelled);
+    check_headers_of(what, b);
+    if (count == 0) return;
+    for (std::size_t w = 0; w < m; ++w) ins[w] = slot(static_cast<int>(w), b);
+    if (in != out) ins[me] = in;  // (the kernels write no input)
+    sum_into(dtype, out, ins, count);
+    return;
+  }
+  const std::size_t chunk = slot_bytes_ / e;
+  for (std::size_t a = 0; a < count; a += chunk) {
+    const std::size_t c = std::min(chunk, count - a);
+    auto share = [&](std::size_t w) { return c * w / m; };  // worker w sums [share(w), share(w + 1))
+    const std::size_t s0 = share(me), s1 = share(me + 1);
+    // What the others need of this worker's input: all but its own share.
+    const std::uint64_t b = next_barrier();
+    std::byte* mine_in = slot(rank_, b);
+    std::memcpy(mine_in, in + a * e, s0 * e);
+    std::memcpy(mine_in + s1 * e, in + (a + s1) * e, (c - s1) * e);
+    barrier(what, mine, deadline, cancelled);
+    if (a == 0) check_headers_of(what, b);
+    for (std::size_t w = 0; w < m; ++w) {
+      ins[w] = w == me ? in + (a + s0) * e : slot(static_cast<int>(w), b) + s0 * e;
+    }
+    // The share is summed into this thread's scratch (`out` may be `in`),
+    // published for the others, and copied into place.
+    scratch_.resize((s1 - s0) * e);
+    sum_into(dtype, scratch_.data(), ins, s1 - s0);
+    std::memcpy(slot(rank_, b + 1) + s0 * e, scratch_.data(), (s1 - s0) * e);
+    std::memcpy(out + (a + s0) * e, scratch_.data(), (s1 - s0) * e);
+    barrier(what, mine, deadline, cancelled);
+    for (std::size_t w = 0; w < m; ++w) {
+      if (w == me) continue;
+      const std::size_t w0 = share(w), w1 = share(w + 1);
+      std::memcpy(out + (a + w0) * e, slot(static_cast<int>(w), b + 1) + w0 * e, (w1 - w0) * e);
+    }
+  }
+}
+
+std::vector<std::vector<std::byte>> ShmChannel::all_gather(const char* what, const Header& mine,
+                                                           std::span<const std::byte> bytes,
+                                                           Clock::time_point deadline, FunctionRef<bool()> cancelled) {
+  const auto m = static_cast<std::size_t>(size_);
+  std::vector<std::vector<std::byte>> out(m);
+  std::size_t rounds = 1;
+  for (std::size_t r = 0; r < rounds; ++r) {
+    const std::size_t at = r * slot_bytes_;
+    const std::uint64_t b = next_barrier();
+    if (at < bytes.size()) std::memcpy(slot(rank_, b), bytes.data() + at, std::min(slot_bytes_, bytes.size() - at));
+    barrier(what, mine, deadline, cancelled);
+    if (r == 0) {
+      check_headers_of(what, b);
+      std::size_t most = 0;
+      for (std::size_t w = 0; w < m; ++w) {
+        out[w].resize(control(static_cast<int>(w)).headers[b % 2].count);
+        most = std::max(most, out[w].size());
+      }
+      rounds = std::max<std::size_t>(1, (most + slot_bytes_ - 1) / slot_bytes_);
+    }
+    for (std::size_t w = 0; w < m; ++w) {
+      if (at < out[w].size()) {
+        std::memcpy(out[w].data() + at, slot(static_cast<int>(w), b), std::min(slot_bytes_, out[w].size() - at));
+      }
+    }
+  }
+  return out;
+}
+
+void ShmChannel::broadcast(const char* what, const Header& mine, void* data, std::size_t bytes, int root,
+                           Clock::time_point deadline, FunctionRef<bool()> cancelled) {
+  auto* d = static_cast<std::byte*>(data);
+  const std::size_t rounds = std::max<std::size_t>(1, (bytes + slot_bytes_ - 1) / slot_bytes_);
+  for (std::size_t r = 0; r < rounds; ++r) {
+    const std::size_t at = r * slot_bytes_;
+    const std::size_t n = at < bytes ? std::min(slot_bytes_, bytes - at) : 0;
+    const std::uint64_t b = next_barrier();
+    if (rank_ == root && n > 0) std::memcpy(slot(rank_, b), d + at, n);
+    barrier(what, mine, deadline, cancelled);
+    if (r == 0) check_headers_of(what, b);
+    if (rank_ != root && n > 0) std::memcpy(d + at, slot(root, b), n);
+  }
+}
+
+}  // namespace distribute::internal

@@ -1,0 +1,145 @@
+// ShmChannel: the cross-worker collectives of worker processes that share
+// one host, through a shared-memory segment instead of MPI messages (issue
+// 14). MpiCrossWorker sets it up at start-up when every worker is on this
+// host (MPI carries only the set-up) and sends every collective through it.
+//
+// The segment holds, per worker, a control block (barrier count, state,
+// pid, a failure text, and a Header per parity) and two data slots of
+// slot_bytes(). Collectives are sequences of barriers, numbered alike on
+// every worker: before arriving at barrier b a worker writes its header and
+// data into its parity-(b % 2) areas; after everyone arrived, the others read
+// them, and finish reading before they arrive at barrier b + 1. The next
+// write to those areas is for barrier b + 2, after everyone arrived at
+// b + 1: nothing is overwritten while it is read, with one release store
+// and acquire loads per barrier.
+//
+// Algorithms, M workers, S bytes (the same sums, in worker order, as the MPI
+// path: the same bits):
+//   - all_reduce up to kDirectBytes: each copies its buffer into its slot,
+//     one barrier (with the headers), and each sums all M in worker order;
+//   - all_reduce above: chunks of one slot; per chunk each copies what the
+//     others need of its input into its slot, barrier, sums its 1/M share
+//     (reading its own input in place) into its other slot, barrier, and
+//     copies the other shares out: S (M-1)/M bytes in and out per worker;
+//   - all_gather and broadcast: rounds of one slot per worker (one round,
+//     the header barrier, for anything up to a slot).
+//
+// Waits spin, then yield, then sleep in 50 us steps, and end:
+//   - when a peer's state says it failed or left (UnavailableError with its
+//     text, as an MPI failure report would);
+//   - when a peer's process ended (a pidfd, or kill(pid, 0), looked at every
+//     millisecond): UnavailableError naming it: a killed worker does not
+//     leave the others waiting until their deadline;
+//   - when `cancelled()` holds (CancelledError), the thread's interrupt
+//     check throws (after this worker's state says it failed), or at the
+//     deadline (DeadlineExceededError naming the workers that did not
+//     arrive).
+// After any of these the channel is broken (broken() says why); the caller
+// breaks its own state too. Mismatched calls raise WorkersMismatchError
+// and leave the channel in step.
+#pragma once
+
+#include <atomic>
+#include <chrono>
+#include <cstddef>
+#include <cstdint>
+#include <memory>
+#include <mutex>
+#include <optional>
+#include <span>
+#include <string>
+#include <vector>
+
+#include "distribute/internal/function_ref.h"
+#include "distribute/types.h"
+#include "transport/wire.h"
+
+namespace distribute::internal {
+
+class ShmChannel {
+ public:
+  using Clock = std::chrono::steady_clock;
+  static constexpr std::size_t kDirectBytes = 64 * 1024;
+
+  // This host's identity as the kernel sees it (boot id, host name, the
+  // IPC, mount and PID namespaces): workers with equal keys can share a
+  // segment and see each other's processes.
+  static std::string host_key();
+
+  // Creates the segment for `size` workers (`rank` 0 does this) under a
+  // fresh name; UnavailableError when the system refuses (no /dev/shm
+  // space, say), so that the caller can fall back to MPI.
+  static std::unique_ptr<ShmChannel> create(int rank, int size);
+  // Maps the segment `name` created by worker 0.
+  static std::unique_ptr<ShmChannel> attach(const std::string& name, int rank, int size);
+  ~ShmChannel();
+
+  ShmChannel(const ShmChannel&) = delete;
+  ShmChannel& operator=(const ShmChannel&) = delete;
+
+  const std::string& name() const { return name_; }
+  // Removes the name (the mappings stay): once every worker has attached,
+  // nothing is left in /dev/shm whatever happens to the processes.
+  void unlink() noexcept;
+  // Starts watching the peers' processes (their pids, which every worker
+  // wrote when it attached). Call after every worker attached.
+  void watch_peers();
+  std::size_t slot_bytes() const { return slot_bytes_; }
+
+  // The collectives (see the header comment). `mine` is this worker's
+  // header for the call.
+  void all_reduce_sum(const char* what, const Header& mine, DType dtype, const void* in, void* out,
+                      std::size_t count, Clock::time_point deadline, FunctionRef<bool()> cancelled);
+  std::vector<std::vector<std::byte>> all_gather(const char* what, const Header& mine,
+                                                 std::span<const std::byte> bytes, Clock::time_point deadline,
+                                                 FunctionRef<bool()> cancelled);
+  void broadcast(const char* what, const Header& mine, void* data, std::size_t bytes, int root,
+                 Clock::time_point deadline, FunctionRef<bool()> cancelled);
+
+  // Marks this worker failed (`text` says why; peers waiting raise
+  // UnavailableError with it) or gone (`leave`). Never throws; the first
+  // call wins.
+  void report_failure(const std::string& text) noexcept;
+  void leave(const std::string& text) noexcept;
+  // A peer's failure or leaving text ("worker 1 reported a failure (...)"),
+  // if one has been posted: a call that would wait for that peer raises it.
+  std::optional<std::string> peer_report() const;
+  // Why the channel broke, or empty.
+  std::string broken() const;
+
+ private:
+  struct Control;
+  ShmChannel(std::string name, int fd, int rank, int size, std::size_t slot_bytes, bool owner);
+
+  Control& control(int worker) const;
+  std::byte* slot(int worker, std::uint64_t barrier) const;
+  // Publishes `mine` for the next barrier, arrives, and waits for every
+  // peer. Returns the barrier's number.
+  std::uint64_t barrier(const char* what, const Header& mine, Clock::time_point deadline,
+                        FunctionRef<bool()> cancelled);
+  std::uint64_t next_barrier() const { return barrier_ + 1; }
+  // Every worker's header of barrier `b`, checked against worker 0's.
+  void check_headers_of(const char* what, std::uint64_t b) const;
+  void wait(const char* what, std::uint64_t b, Clock::time_point deadline, FunctionRef<bool()> cancelled);
+  // The first peer whose process ended while it has not arrived at `b`.
+  int dead_peer(std::uint64_t b) const;
+  [[noreturn]] void fail(const std::string& reason, std::exception_ptr error);
+  void post_state(std::uint32_t state, const std::string& text) noexcept;
+
+  std::string name_;
+  int fd_ = -1;
+  int rank_ = 0;
+  int size_ = 1;
+  std::size_t slot_bytes_ = 0;
+  std::size_t bytes_ = 0;  // of the mapping
+  std::byte* base_ = nullptr;
+  bool owner_ = false;  // created the name (unlinks it)
+  std::uint64_t barrier_ = 0;  // the last barrier this worker arrived at
+  std::vector<std::byte> scratch_;  // a share's sum (the collectives run on one thread at a time)
+  std::vector<int> pidfds_;    // per worker; -1: none (itself, or kill(pid, 0) instead)
+  mutable std::mutex state_mutex_;
+  bool posted_ = false;       // this worker's state left kAlive; guarded by state_mutex_
+  std::string broken_;        // guarded by state_mutex_
+};
+
+}  // namespace distribute::internal

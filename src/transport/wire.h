@@ -1,0 +1,32 @@
+// What every cross-worker collective exchanges first, whatever carries it
+// (MPI messages, or the host's shared-memory segment): a Header per worker,
+// compared with worker 0's so that mismatched calls raise the same
+// WorkersMismatchError on every worker.
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+namespace distribute::internal {
+
+enum class Op : std::uint32_t { kAllReduce = 1, kAllGather = 2, kBroadcast = 3 };
+
+// "all_reduce", "all_gather", "broadcast", or "an unknown collective".
+const char* op_name(std::uint32_t op);
+
+struct Header {
+  std::uint64_t generation = 0;  // the strategy's number in its process
+  std::uint64_t seq = 0;         // the transport's count of exchanges
+  std::uint32_t op = 0;
+  std::uint32_t dtype = 0;
+  std::uint64_t count = 0;  // all_reduce: elements; all_gather: this worker's bytes; broadcast: bytes
+  std::int64_t root = -1;   // broadcast
+};
+
+// Raises WorkersMismatchError (the same on every worker: each compares
+// every header with worker 0's) unless the calls of `all` (one header per
+// worker, in worker order) match. `what` names the call.
+void check_headers(const char* what, const std::vector<Header>& all);
+
+}  // namespace distribute::internal
