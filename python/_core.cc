@@ -635,10 +635,12 @@ PYBIND11_MODULE(_core, m) {
   });
   m.def("OneDeviceStrategy",
         [](const std::string& device) { return Owned<dist::Strategy>(new dist::OneDeviceStrategy(device)); });
-  m.def("MultiWorkerMirroredStrategy", [](std::vector<std::string> local_devices, std::optional<double> timeout) {
+  m.def("MultiWorkerMirroredStrategy", [](std::vector<std::string> local_devices, std::optional<double> timeout,
+                                           bool shared_memory) {
     dist::MultiWorkerOptions options;
     options.local_devices = std::move(local_devices);
     options.communication.timeout_seconds = timeout;
+    options.shared_memory = shared_memory;
     py::gil_scoped_release nogil;
     return Owned<dist::Strategy>(new dist::MultiWorkerMirroredStrategy(options));
   });

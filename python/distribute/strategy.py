@@ -243,10 +243,13 @@ class OneDeviceStrategy(Strategy):
 
 
 class MultiWorkerMirroredStrategy(Strategy):
-  """M processes (launched by mpirun) x N local replicas."""
+  """M processes (launched by mpirun) x N local replicas. Workers that all
+  run on one host exchange through a shared-memory segment unless
+  ``shared_memory=False`` (or DISTRIBUTE_SHARED_MEMORY=0): then MPI."""
 
-  def __init__(self, local_devices=None, timeout_seconds=None):
-    super().__init__(_core.MultiWorkerMirroredStrategy(list(local_devices or []), timeout_seconds))
+  def __init__(self, local_devices=None, timeout_seconds=None, shared_memory=True):
+    super().__init__(_core.MultiWorkerMirroredStrategy(list(local_devices or []), timeout_seconds,
+                                                       bool(shared_memory)))
 
 
 class _DefaultStrategy(Strategy):

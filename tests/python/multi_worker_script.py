@@ -16,12 +16,16 @@ import numpy as np
 import distribute as dist
 
 mode = sys.argv[1]
-s = dist.MultiWorkerMirroredStrategy(timeout_seconds=20)
+shared_memory = len(sys.argv) < 3 or sys.argv[2] != "mpi"  # "mpi": shared_memory=False
+s = dist.MultiWorkerMirroredStrategy(timeout_seconds=20, shared_memory=shared_memory)
 w = s._core.worker_index
 out = s.run(lambda: dist.get_replica_context().all_reduce("sum", np.array([w + 1.0], np.float32)))
 ds = dist.data.Dataset.range(8).batch(4)
 total = sum(int(s.reduce("sum", step, axis=0)) for step in s.experimental_distribute_dataset(ds))
-print(f"worker {w}: all_reduce {float(np.asarray(s.experimental_local_results(out)[0])[0])} dataset {total}", flush=True)
+with open("/proc/self/maps") as maps:
+  segment = "/dev/shm/distribute-" in maps.read()
+print(f"worker {w}: all_reduce {float(np.asarray(s.experimental_local_results(out)[0])[0])} dataset {total} "
+      f"segment {segment}", flush=True)
 if mode == "fail":
   def step():
     if w == 1:

@@ -13,18 +13,22 @@ mpirun = shutil.which("mpirun")
 pytestmark = pytest.mark.skipif(mpirun is None, reason="mpirun (openmpi-bin) is not installed")
 
 
-def launch(mode):
+def launch(mode, transport="shm"):
   env = dict(os.environ, OMPI_ALLOW_RUN_AS_ROOT="1", OMPI_ALLOW_RUN_AS_ROOT_CONFIRM="1")
+  env.pop("DISTRIBUTE_SHARED_MEMORY", None)
   command = [mpirun, "-np", "2", "--oversubscribe", "--mca", "oob_tcp_if_include", "lo", "--mca", "pml", "ob1",
-             "--mca", "btl", "self,vader", sys.executable, str(SCRIPT), mode]
+             "--mca", "btl", "self,vader", sys.executable, str(SCRIPT), mode, transport]
   return subprocess.run(command, env=env, capture_output=True, text=True, timeout=90)
 
 
-def test_two_workers_agree_and_exit_cleanly():
-  done = launch("ok")
+@pytest.mark.parametrize("transport", ["shm", "mpi"])
+def test_two_workers_agree_and_exit_cleanly(transport):
+  done = launch("ok", transport)
   assert done.returncode == 0, done.stdout + done.stderr
+  # Workers on one host share a segment unless shared_memory=False.
+  segment = transport == "shm"
   for w in (0, 1):
-    assert f"worker {w}: all_reduce 3.0 dataset 28" in done.stdout, done.stdout + done.stderr
+    assert f"worker {w}: all_reduce 3.0 dataset 28 segment {segment}" in done.stdout, done.stdout + done.stderr
 
 
 def test_a_failing_worker_is_reported_to_the_other():
