@@ -93,7 +93,9 @@ struct MultiWorkerOptions {
 // replica ids are global and worker-major (worker w's local replica r is
 // replica w * N + r); a PerReplica holds the local replicas' values
 // (experimental_local_results). Collectives and reduce() combine the local
-// replicas in shared memory, then the workers over MPI. Needs MPI with
+// replicas in shared memory, then the workers (through a shared-memory
+// segment when all are on one host, see MultiWorkerOptions::shared_memory,
+// else over MPI). Needs MPI with
 // MPI_THREAD_SERIALIZED or higher (FailedPreconditionError otherwise); a
 // build without MPI raises UnimplementedError here.
 //

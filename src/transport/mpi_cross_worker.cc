@@ -249,7 +249,9 @@ class MpiCrossWorker final : public CrossWorker {
       // Tell the peers this worker is gone: one still waiting for it in a
       // collective raises UnavailableError at once instead of at its
       // deadline (after a clean end nobody reads the notice).
-      if (!broken_ && !reported_ && shm_ != nullptr) {
+      if (shm_ != nullptr) {
+        // (Posting is always safe, broken or not; a report posted earlier
+        // stays: the first post wins.)
         shm_->leave(leaving_text());
       } else if (finalized == 0 && !broken_ && !reported_ && size_ > 1 && control_ != MPI_COMM_NULL) {
         send_leaving_locked();
@@ -486,7 +488,7 @@ class MpiCrossWorker final : public CrossWorker {
     // communicator of the program's.
     if (options.mpi_communicator.has_value()) environment.launcher.reset();
     chief_ = reconcile_cluster(environment, rank_, size_).is_chief;
-    if (size_ > 1 && shared_memory_wanted(options)) start_shared_memory(deadline);
+    if (size_ > 1) start_shared_memory(shared_memory_wanted(options), deadline);
   }
 
   // Whether workers that share a host should use a shared-memory segment:
@@ -498,17 +500,20 @@ class MpiCrossWorker final : public CrossWorker {
     return options.shared_memory;
   }
 
-  // When every worker runs on this host: worker 0 creates a segment, the
-  // others map it, and once all have (or one could not: then MPI carries
-  // everything, as before) its name is removed. Bounded by `deadline`.
-  void start_shared_memory(Clock::time_point deadline) {
+  // When every worker wants it and runs on this host: worker 0 creates a
+  // segment, the others map it, and once all have (or one could not: then
+  // MPI carries everything, as before) its name is removed. Every worker
+  // takes part in every step whatever it wants, so that all decide alike.
+  // Bounded by `deadline`.
+  void start_shared_memory(bool wanted, Clock::time_point deadline) {
     auto never = [] { return false; };
-    const std::string key = ShmChannel::host_key();
-    const auto keys = all_gather("start-up (host check)", std::as_bytes(std::span(key)), deadline, never);
+    const std::string host = ShmChannel::host_key();
+    const std::string key = std::string(wanted && !host.empty() ? "1|" : "0|") + host;
+    const auto as_bytes = [](const std::string& text) { return std::as_bytes(std::span(text)); };
+    const auto keys = all_gather("start-up (host check)", as_bytes(key), deadline, never);
     for (const auto& k : keys) {
-      if (!std::equal(k.begin(), k.end(), std::as_bytes(std::span(key)).begin(), std::as_bytes(std::span(key)).end())) {
-        return;  // workers on several hosts: MPI
-      }
+      // Workers on several hosts, or one that does not want the segment: MPI.
+      if (key[0] != '1' || !std::ranges::equal(k, as_bytes(key))) return;
     }
     std::unique_ptr<ShmChannel> channel;
     std::string name;
@@ -516,8 +521,8 @@ class MpiCrossWorker final : public CrossWorker {
       try {
         channel = ShmChannel::create(rank_, size_);
         name = channel->name();
-      } catch (const UnavailableError&) {
-        // No segment (no /dev/shm, or no room): the workers use MPI.
+      } catch (...) {
+        // No segment (no /dev/shm, no room, ...): the workers use MPI.
       }
     }
     std::uint64_t length = name.size();
@@ -528,7 +533,7 @@ class MpiCrossWorker final : public CrossWorker {
     if (rank_ != 0) {
       try {
         channel = ShmChannel::attach(name, rank_, size_);
-      } catch (const UnavailableError&) {
+      } catch (...) {
         // This worker cannot map it: all use MPI.
       }
     }
@@ -552,8 +557,13 @@ class MpiCrossWorker final : public CrossWorker {
       throw;
     } catch (...) {
       std::lock_guard<std::mutex> lock(process_.mutex());
-      const std::string reason = shm_->broken();
-      break_channel_locked(reason.empty() ? "a shared-memory collective failed" : reason);
+      std::string reason = shm_->broken();
+      if (reason.empty()) reason = "a shared-memory collective failed";
+      // The peers stop waiting for this worker (unless it reported already:
+      // the first post wins, and a failing replica's run reports the cause
+      // before its collectives are cancelled).
+      shm_->report_failure("worker " + std::to_string(rank_) + ": " + reason);
+      break_channel_locked(reason);
       throw;
     }
   }

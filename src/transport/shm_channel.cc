@@ -49,7 +49,7 @@ std::string read_first_line(const char* path) {
 std::string link_target(const char* path) {
   char buffer[256];
   const ssize_t n = ::readlink(path, buffer, sizeof buffer);
-  return n > 0 ? std::string(buffer, static_cast<std::size_t>(n)) : std::string("?");
+  return n > 0 ? std::string(buffer, static_cast<std::size_t>(n)) : std::string();
 }
 
 int open_pidfd(pid_t pid) {
@@ -64,21 +64,38 @@ int open_pidfd(pid_t pid) {
 
 }  // namespace
 
+// Plain words in the (zero-filled) segment, accessed through std::atomic_ref:
+// no object needs constructing in memory another process created.
 struct ShmChannel::Control {
-  alignas(kLine) std::atomic<std::uint64_t> arrived;  // the last barrier this worker arrived at
-  alignas(kLine) std::atomic<std::uint32_t> state;    // State; text is written before it changes
-  std::int32_t pid;                                   // written when the worker attached
-  Header headers[2];                                  // per barrier parity
-  char text[kTextBytes];                              // why it failed or left
+  alignas(kLine) std::uint64_t arrived;  // the last barrier this worker arrived at
+  alignas(kLine) std::uint32_t state;    // State; text and report are written before it changes
+  std::uint32_t attached;                // worker 0's: how many workers mapped the segment
+  std::uint64_t report;                  // the order of this worker's report among all reports
+  std::uint64_t reports;                 // worker 0's: reports posted so far
+  std::int32_t pid;                      // written when the worker attached
+  Header headers[2];                     // per barrier parity
+  char text[kTextBytes];                 // why it failed or left
 };
-static_assert(std::atomic<std::uint64_t>::is_always_lock_free && std::atomic<std::uint32_t>::is_always_lock_free,
+static_assert(std::atomic_ref<std::uint64_t>::is_always_lock_free &&
+                  std::atomic_ref<std::uint32_t>::is_always_lock_free,
               "the shared segment's words must be lock-free to work across processes");
+
+namespace {
+template <class T>
+std::atomic_ref<T> word(T& t) {
+  return std::atomic_ref<T>(t);
+}
+}  // namespace
 
 std::string ShmChannel::host_key() {
   char host[256] = {};
   ::gethostname(host, sizeof host - 1);
-  return read_first_line("/proc/sys/kernel/random/boot_id") + "|" + host + "|" + link_target("/proc/self/ns/ipc") +
-         "|" + link_target("/proc/self/ns/mnt") + "|" + link_target("/proc/self/ns/pid");
+  const std::string boot = read_first_line("/proc/sys/kernel/random/boot_id");
+  const std::string ipc = link_target("/proc/self/ns/ipc"), mnt = link_target("/proc/self/ns/mnt"),
+                    pid = link_target("/proc/self/ns/pid");
+  // What cannot be read cannot be compared: then no worker shares a host.
+  if (boot.empty() || ipc.empty() || mnt.empty() || pid.empty()) return "";
+  return boot + "|" + host + "|" + ipc + "|" + mnt + "|" + pid;
 }
 
 std::unique_ptr<ShmChannel> ShmChannel::create(int rank, int size) {
@@ -130,6 +147,11 @@ ShmChannel::ShmChannel(std::string name, int fd, int rank, int size, std::size_t
   }
   // (The segment starts zeroed: every worker kAlive at barrier 0.)
   control(rank_).pid = static_cast<std::int32_t>(::getpid());
+  // The last worker to map the segment removes its name (worker 0 does too
+  // once start-up knows every worker has it, or gave up).
+  if (word(control(0).attached).fetch_add(1) + 1 == static_cast<std::uint32_t>(size_)) {
+    ::shm_unlink(name_.c_str());
+  }
 }
 
 ShmChannel::~ShmChannel() {
@@ -169,7 +191,7 @@ std::uint64_t ShmChannel::barrier(const char* what, const Header& mine, Clock::t
   const std::uint64_t b = ++barrier_;
   Control& me = control(rank_);
   me.headers[b % 2] = mine;
-  me.arrived.store(b, std::memory_order_release);
+  word(me.arrived).store(b, std::memory_order_release);
   wait(what, b, deadline, cancelled);
   return b;
 }
@@ -182,29 +204,31 @@ void ShmChannel::check_headers_of(const char* what, std::uint64_t b) const {
 
 void ShmChannel::wait(const char* what, std::uint64_t b, Clock::time_point deadline,
                       FunctionRef<bool()> cancelled) {
-  const std::string where = std::string("cross-worker ") + what + " on worker " + std::to_string(rank_);
+  auto where = [&] { return std::string("cross-worker ") + what + " on worker " + std::to_string(rank_); };
   InterruptPoll poll;  // the waiting thread's interrupt check (distribute/interrupt.h)
   const Clock::time_point start = Clock::now();
   Clock::time_point next_liveness = start + std::chrono::milliseconds(1);
   enum { kSpin, kYield, kSleep } backoff = kSpin;
   for (unsigned round = 0;; ++round) {
     bool all = true;
-    for (int p = 0; p < size_ && all; ++p) all = control(p).arrived.load(std::memory_order_acquire) >= b;
+    for (int p = 0; p < size_ && all; ++p) all = word(control(p).arrived).load(std::memory_order_acquire) >= b;
     if (all) return;
     if (std::optional<std::string> report = peer_report()) {
-      const std::string msg = where + " failed: " + *report;
+      const std::string msg = where() + " failed: " + *report;
       fail(msg, std::make_exception_ptr(UnavailableError(msg)));
     }
     if (cancelled()) {
-      const std::string msg = where + " cancelled: a local replica failed";
+      const std::string msg = where() + " cancelled: a local replica failed";
       fail(msg, std::make_exception_ptr(CancelledError(msg)));
     }
-    if ((round % 64) != 63) {
-      if (backoff == kSpin) cpu_relax();
-      else if (backoff == kYield) std::this_thread::yield();
-      else std::this_thread::sleep_for(std::chrono::microseconds(50));
+    // The clock, the interrupt check and the peers' processes: every 64
+    // rounds while spinning, every round once the wait yields or sleeps.
+    if (backoff == kSpin && (round % 64) != 63) {
+      cpu_relax();
       continue;
     }
+    if (backoff == kYield) std::this_thread::yield();
+    if (backoff == kSleep) std::this_thread::sleep_for(std::chrono::microseconds(50));
     if (poll.active()) {
       try {
         poll.poll();
@@ -220,7 +244,7 @@ void ShmChannel::wait(const char* what, std::uint64_t b, Clock::time_point deadl
     if (now >= deadline) {
       std::vector<int> missing;
       for (int p = 0; p < size_; ++p) {
-        if (control(p).arrived.load(std::memory_order_acquire) < b) missing.push_back(p);
+        if (word(control(p).arrived).load(std::memory_order_acquire) < b) missing.push_back(p);
       }
       if (missing.empty()) return;
       const std::string msg = std::string("cross-worker ") + what + " exceeded its deadline on worker " +
@@ -232,7 +256,7 @@ void ShmChannel::wait(const char* what, std::uint64_t b, Clock::time_point deadl
       next_liveness = now + std::chrono::milliseconds(1);
       const int dead = dead_peer(b);
       if (dead >= 0) {
-        const std::string msg = where + " failed: worker " + std::to_string(dead) + " (pid " +
+        const std::string msg = where() + " failed: worker " + std::to_string(dead) + " (pid " +
                                 std::to_string(control(dead).pid) +
                                 ") ended without reporting a failure (killed or crashed)";
         fail(msg, std::make_exception_ptr(UnavailableError(msg)));
@@ -249,7 +273,7 @@ void ShmChannel::wait(const char* what, std::uint64_t b, Clock::time_point deadl
 
 int ShmChannel::dead_peer(std::uint64_t b) const {
   for (int p = 0; p < size_; ++p) {
-    if (p == rank_ || control(p).arrived.load(std::memory_order_acquire) >= b) continue;
+    if (p == rank_ || word(control(p).arrived).load(std::memory_order_acquire) >= b) continue;
     const int fd = pidfds_.empty() ? -1 : pidfds_[static_cast<std::size_t>(p)];
     if (fd >= 0) {
       pollfd pfd{fd, POLLIN, 0};
@@ -282,21 +306,25 @@ void ShmChannel::post_state(std::uint32_t state, const std::string& text) noexce
   const std::size_t n = std::min(text.size(), kTextBytes - 1);
   std::memcpy(me.text, text.data(), n);
   me.text[n] = '\0';
-  me.state.store(state, std::memory_order_release);
+  me.report = word(control(0).reports).fetch_add(1) + 1;
+  word(me.state).store(state, std::memory_order_release);
 }
 
 void ShmChannel::report_failure(const std::string& text) noexcept { post_state(kFailed, text); }
 void ShmChannel::leave(const std::string& text) noexcept { post_state(kLeft, text); }
 
 std::optional<std::string> ShmChannel::peer_report() const {
+  // The earliest report: a worker that failed because another did reports
+  // too, later, and the first one names the cause.
+  int first = -1;
   for (int p = 0; p < size_; ++p) {
-    if (p == rank_) continue;
-    const Control& c = control(p);
-    if (c.state.load(std::memory_order_acquire) == kAlive) continue;
-    return "worker " + std::to_string(p) + " reported a failure (" +
-           std::string(c.text, ::strnlen(c.text, kTextBytes)) + ")";
+    if (p == rank_ || word(control(p).state).load(std::memory_order_acquire) == kAlive) continue;
+    if (first < 0 || control(p).report < control(first).report) first = p;
   }
-  return std::nullopt;
+  if (first < 0) return std::nullopt;
+  const Control& c = control(first);
+  return "worker " + std::to_string(first) + " reported a failure (" +
+         std::string(c.text, ::strnlen(c.text, kTextBytes)) + ")";
 }
 
 namespace {
@@ -323,7 +351,7 @@ void ShmChannel::all_reduce_sum(const char* what, const Header& mine, DType dtyp
   const auto m = static_cast<std::size_t>(size_);
   const auto me = static_cast<std::size_t>(rank_);
   std::vector<const std::byte*> ins(m);
-  if (count * e <= kDirectBytes || count < m) {
+  if (count * e <= kDirectBytes || (count < m && count * e <= slot_bytes_)) {
     // Everyone's buffer into its slot, then each sums them all.
     const std::uint64_t b = next_barrier();
     if (count > 0) std::memcpy(slot(rank_, b), in, count * e);
