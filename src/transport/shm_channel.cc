@@ -345,50 +345,70 @@ void sum_into(DType dtype, std::byte* out, const std::vector<const std::byte*>& 
 void ShmChannel::all_reduce_sum(const char* what, const Header& mine, DType dtype, const void* in_data,
                                 void* out_data, std::size_t count, Clock::time_point deadline,
                                 FunctionRef<bool()> cancelled) {
-  const std::size_t e = dtype_size(dtype);
-  const auto* in = static_cast<const std::byte*>(in_data);
-  auto* out = static_cast<std::byte*>(out_data);
+  const Sum sum{dtype, dtype_size(dtype), static_cast<const std::byte*>(in_data), static_cast<std::byte*>(out_data),
+                count};
+  if (size_ == 2 || count * sum.e <= kDirectBytes || count < static_cast<std::size_t>(size_)) {
+    sum_direct(what, mine, sum, deadline, cancelled);
+  } else {
+    sum_scattered(what, mine, sum, deadline, cancelled);
+  }
+}
+
+void ShmChannel::sum_direct(const char* what, const Header& mine, const Sum& sum, Clock::time_point deadline,
+                            FunctionRef<bool()> cancelled) {
+  const auto m = static_cast<std::size_t>(size_);
+  std::vector<const std::byte*> ins(m);
+  const std::size_t chunk = slot_bytes_ / sum.e;
+  // (One round for nothing at all: the headers still meet.)
+  for (std::size_t a = 0; a == 0 || a < sum.count; a += chunk) {
+    const std::size_t c = std::min(chunk, sum.count - a);
+    const std::uint64_t b = next_barrier();
+    if (c > 0) std::memcpy(slot(rank_, b), sum.in + a * sum.e, c * sum.e);  // (an empty tensor's data may be null)
+    barrier(what, mine, deadline, cancelled);
+    if (a == 0) check_headers_of(what, b);
+    if (c == 0) return;
+    for (std::size_t w = 0; w < m; ++w) ins[w] = slot(static_cast<int>(w), b);
+    // This worker's own input read in place, unless it is also the output
+    // (the kernels write no input).
+    if (sum.in != sum.out) ins[static_cast<std::size_t>(rank_)] = sum.in + a * sum.e;
+    sum_into(sum.dtype, sum.out + a * sum.e, ins, c);
+  }
+}
+
+void ShmChannel::sum_scattered(const char* what, const Header& mine, const Sum& sum, Clock::time_point deadline,
+                               FunctionRef<bool()> cancelled) {
   const auto m = static_cast<std::size_t>(size_);
   const auto me = static_cast<std::size_t>(rank_);
+  const std::size_t e = sum.e;
   std::vector<const std::byte*> ins(m);
-  if (count * e <= kDirectBytes || (count < m && count * e <= slot_bytes_)) {
-    // Everyone's buffer into its slot, then each sums them all.
-    const std::uint64_t b = next_barrier();
-    if (count > 0) std::memcpy(slot(rank_, b), in, count * e);
-    barrier(what, mine, deadline, cancelled);
-    check_headers_of(what, b);
-    if (count == 0) return;
-    for (std::size_t w = 0; w < m; ++w) ins[w] = slot(static_cast<int>(w), b);
-    if (in != out) ins[me] = in;  // (the kernels write no input)
-    sum_into(dtype, out, ins, count);
-    return;
-  }
   const std::size_t chunk = slot_bytes_ / e;
-  for (std::size_t a = 0; a < count; a += chunk) {
-    const std::size_t c = std::min(chunk, count - a);
+  for (std::size_t a = 0; a < sum.count; a += chunk) {
+    const std::size_t c = std::min(chunk, sum.count - a);
     auto share = [&](std::size_t w) { return c * w / m; };  // worker w sums [share(w), share(w + 1))
     const std::size_t s0 = share(me), s1 = share(me + 1);
     // What the others need of this worker's input: all but its own share.
     const std::uint64_t b = next_barrier();
     std::byte* mine_in = slot(rank_, b);
-    std::memcpy(mine_in, in + a * e, s0 * e);
-    std::memcpy(mine_in + s1 * e, in + (a + s1) * e, (c - s1) * e);
+    std::memcpy(mine_in, sum.in + a * e, s0 * e);
+    std::memcpy(mine_in + s1 * e, sum.in + (a + s1) * e, (c - s1) * e);
     barrier(what, mine, deadline, cancelled);
     if (a == 0) check_headers_of(what, b);
     for (std::size_t w = 0; w < m; ++w) {
-      ins[w] = w == me ? in + (a + s0) * e : slot(static_cast<int>(w), b) + s0 * e;
+      ins[w] = w == me ? sum.in + (a + s0) * e : slot(static_cast<int>(w), b) + s0 * e;
     }
     // The share is summed into this thread's scratch (`out` may be `in`),
     // published for the others, and copied into place.
-    scratch_.resize((s1 - s0) * e);
-    sum_into(dtype, scratch_.data(), ins, s1 - s0);
-    std::memcpy(slot(rank_, b + 1) + s0 * e, scratch_.data(), (s1 - s0) * e);
-    std::memcpy(out + (a + s0) * e, scratch_.data(), (s1 - s0) * e);
+    if (s1 > s0) {  // (a last chunk of fewer elements than workers leaves some shares empty)
+      scratch_.resize((s1 - s0) * e);
+      sum_into(sum.dtype, scratch_.data(), ins, s1 - s0);
+      std::memcpy(slot(rank_, b + 1) + s0 * e, scratch_.data(), (s1 - s0) * e);
+      std::memcpy(sum.out + (a + s0) * e, scratch_.data(), (s1 - s0) * e);
+    }
     barrier(what, mine, deadline, cancelled);
     for (std::size_t w = 0; w < m; ++w) {
       if (w == me) continue;
       const std::size_t w0 = share(w), w1 = share(w + 1);
-      std::memcpy(out + (a + w0) * e, slot(static_cast<int>(w), b + 1) + w0 * e, (w1 - w0) * e);
+      std::memcpy(sum.out + (a + w0) * e, slot(static_cast<int>(w), b + 1) + w0 * e, (w1 - w0) * e);
     }
   }
 }

@@ -15,12 +15,16 @@
 //
 // Algorithms, M workers, S bytes (the same sums, in worker order, as the MPI
 // path: the same bits):
-//   - all_reduce up to kDirectBytes: each copies its buffer into its slot,
-//     one barrier (with the headers), and each sums all M in worker order;
-//   - all_reduce above: chunks of one slot; per chunk each copies what the
-//     others need of its input into its slot, barrier, sums its 1/M share
-//     (reading its own input in place) into its other slot, barrier, and
-//     copies the other shares out: S (M-1)/M bytes in and out per worker;
+//   - all_reduce of 2 workers, or up to kDirectBytes: by chunks of one slot,
+//     each copies its chunk into its slot, one barrier (with the headers in
+//     the first), and each sums all M in worker order (reading its own
+//     input in place): S copied in, M S read per worker;
+//   - all_reduce of 3 workers or more above kDirectBytes: per chunk each
+//     copies what the others need of its input into its slot, barrier, sums
+//     its 1/M share (reading its own input in place) into its other slot,
+//     barrier, and copies the other shares out: S (M-1)/M bytes in and out
+//     per worker, two barriers (measured on 2 workers, one barrier and the
+//     redundant sum are faster: BENCHMARKS.md);
 //   - all_gather and broadcast: rounds of one slot per worker (one round,
 //     the header barrier, for anything up to a slot).
 //
@@ -109,6 +113,13 @@ class ShmChannel {
 
  private:
   struct Control;
+  struct Sum {  // an all_reduce_sum's arguments
+    DType dtype;
+    std::size_t e;  // bytes per element
+    const std::byte* in;
+    std::byte* out;
+    std::size_t count;
+  };
   ShmChannel(std::string name, int fd, int rank, int size, std::size_t slot_bytes, bool owner);
 
   Control& control(int worker) const;
@@ -120,6 +131,13 @@ class ShmChannel {
   std::uint64_t next_barrier() const { return barrier_ + 1; }
   // Every worker's header of barrier `b`, checked against worker 0's.
   void check_headers_of(const char* what, std::uint64_t b) const;
+  // all_reduce_sum by slot-sized chunks: every worker's chunk into its slot,
+  // one barrier, each sums them all (2 workers, or small buffers).
+  void sum_direct(const char* what, const Header& mine, const Sum& sum, Clock::time_point deadline,
+                  FunctionRef<bool()> cancelled);
+  // Reduce-scatter per chunk: each sums its 1/M share (two barriers).
+  void sum_scattered(const char* what, const Header& mine, const Sum& sum, Clock::time_point deadline,
+                     FunctionRef<bool()> cancelled);
   void wait(const char* what, std::uint64_t b, Clock::time_point deadline, FunctionRef<bool()> cancelled);
   // The first peer whose process ended while it has not arrived at `b`.
   int dead_peer(std::uint64_t b) const;
