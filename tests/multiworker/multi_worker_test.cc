@@ -564,7 +564,8 @@ TEST(MultiWorker, TheHostsWorkersShareAMappedSegmentWithoutAName) {
 TEST(MultiWorker, AllReduceOfEverySizeClassAndDtypeIsExact) {
   MultiWorkerMirroredStrategy& s = strategy();
   const int total = s.num_replicas_in_sync();
-  const std::vector<std::int64_t> counts{0, 1, 2, 1000, 16384, 16385, 300001, 600007};
+  // (262145: a last chunk of one element, fewer than the workers.)
+  const std::vector<std::int64_t> counts{0, 1, 2, 1000, 16384, 16385, 262145, 300001, 600007};
   for (DType dtype : {DType::kFloat32, DType::kFloat64, DType::kInt32, DType::kInt64}) {
     for (std::int64_t count : counts) {
       auto out = s.run([&] {
