@@ -22,6 +22,9 @@
 #include <pybind11/stl.h>
 
 #include <algorithm>
+#include <atomic>
+#include <chrono>
+#include <thread>
 #include <cstdint>
 #include <cstring>
 #include <exception>
@@ -76,6 +79,61 @@ class PythonError : public std::exception {
  private:
   std::shared_ptr<py::object> exception_;
   std::string what_;
+};
+
+// The GIL between replica threads. When a collective returns, the other
+// replicas usually return too and all want the GIL at once: one gets it,
+// and the others sleep in the kernel until it calls its next collective;
+// waking a sleeping thread costs tens of microseconds on the machines
+// measured (BENCHMARKS.md), more than the Python between two collectives.
+// So a replica thread that leaves a collective while another replica
+// thread holds the GIL yields for up to kGilHandOff first, until that one
+// releases it, and then takes a free GIL without sleeping.
+// g_replica_gil_holders counts the replica threads holding the GIL as this
+// module sees it: inside a replica function, less those inside one of its
+// calls that released the GIL (ReleaseGil).
+std::atomic<int> g_replica_gil_holders{0};
+thread_local int t_replica_depth = 0;  // replica functions running on this thread
+constexpr auto kGilHandOff = std::chrono::microseconds(30);
+
+// Counts this thread among the GIL's holders while a replica function runs.
+struct ReplicaGilHolder {
+  ReplicaGilHolder() {
+    ++t_replica_depth;
+    g_replica_gil_holders.fetch_add(1, std::memory_order_relaxed);
+  }
+  ~ReplicaGilHolder() {
+    g_replica_gil_holders.fetch_sub(1, std::memory_order_relaxed);
+    --t_replica_depth;
+  }
+  ReplicaGilHolder(const ReplicaGilHolder&) = delete;
+  ReplicaGilHolder& operator=(const ReplicaGilHolder&) = delete;
+};
+
+// py::gil_scoped_release for the collectives' waits, with the hand-off
+// above when the calling thread runs a replica function.
+class ReleaseGil {
+ public:
+  ReleaseGil() : counted_(t_replica_depth > 0) {
+    if (counted_) g_replica_gil_holders.fetch_sub(1, std::memory_order_relaxed);
+    state_ = PyEval_SaveThread();
+  }
+  ~ReleaseGil() {
+    if (counted_) {
+      const auto until = std::chrono::steady_clock::now() + kGilHandOff;
+      while (g_replica_gil_holders.load(std::memory_order_relaxed) > 0 && std::chrono::steady_clock::now() < until) {
+        std::this_thread::yield();
+      }
+    }
+    PyEval_RestoreThread(state_);
+    if (counted_) g_replica_gil_holders.fetch_add(1, std::memory_order_relaxed);
+  }
+  ReleaseGil(const ReleaseGil&) = delete;
+  ReleaseGil& operator=(const ReleaseGil&) = delete;
+
+ private:
+  bool counted_;
+  PyThreadState* state_ = nullptr;
 };
 
 // Calls `f` with the GIL, turning a Python exception into a PythonError.
@@ -170,6 +228,7 @@ struct Interruptible {
 // interrupt_replicas() meanwhile.
 void call_replica_function(const py::function& f, int replica, bool from_main_thread) {
   with_gil([&] {
+    ReplicaGilHolder holder;
     if (!from_main_thread) {
       f(replica);
       return;
@@ -712,7 +771,7 @@ PYBIND11_MODULE(_core, m) {
     dist::CommunicationOptions options;
     options.timeout_seconds = timeout;
     Interruptible interruptible;
-    py::gil_scoped_release nogil;
+    ReleaseGil nogil;
     return ctx.all_reduce(reduce_op(op), values, options);
   });
   // all_reduce_in_place's whole call (C-contiguous writable buffers): the
@@ -746,7 +805,7 @@ PYBIND11_MODULE(_core, m) {
     const bool other_local_replicas = ctx.strategy().num_local_replicas() > 1;
     const dist::ReduceOp reduce = reduce_op(op);
     Interruptible interruptible;
-    py::gil_scoped_release nogil;
+    ReleaseGil nogil;
     std::vector<dist::Tensor> results =
         overlap ? ctx.all_reduce(reduce, values, options) : ctx.all_reduce(reduce, std::move(values), options);
     // (Empty tensors do not count: their data pointers may differ between
@@ -770,7 +829,7 @@ PYBIND11_MODULE(_core, m) {
   m.def("all_gather", [](std::vector<dist::Tensor> values, int axis) {
     dist::ReplicaContext& ctx = dist::current_replica_context();
     Interruptible interruptible;
-    py::gil_scoped_release nogil;
+    ReleaseGil nogil;
     return ctx.all_gather(values, axis);
   });
   // merge_fn(list of every replica's argument) runs once, on replica 0's

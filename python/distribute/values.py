@@ -11,12 +11,17 @@ class ReduceOp(enum.Enum):
   @staticmethod
   def of(op):
     """A ReduceOp from a ReduceOp or the strings "sum"/"mean" (any case)."""
-    from .errors import InvalidArgumentError
     if isinstance(op, ReduceOp):
       return op
-    if isinstance(op, str) and op.upper() in ("SUM", "MEAN"):
-      return ReduceOp[op.upper()]
+    if isinstance(op, str):
+      found = _BY_NAME.get(op.upper())
+      if found is not None:
+        return found
+    from .errors import InvalidArgumentError
     raise InvalidArgumentError(f"expected ReduceOp.SUM, ReduceOp.MEAN, \"sum\" or \"mean\", got {op!r}")
+
+
+_BY_NAME = {"SUM": ReduceOp.SUM, "MEAN": ReduceOp.MEAN}
 
 
 class DistributedValues:
