@@ -23,6 +23,7 @@
 // comment for the one caveat about std::getenv).
 #pragma once
 
+#include <cstddef>
 #include <functional>
 #include <map>
 #include <optional>
@@ -189,6 +190,86 @@ std::optional<std::string> getenv_lookup(const std::string& name);
 // sets a rank without a size. Pass `lookup` to read from somewhere else
 // (tests use a map).
 ClusterEnvironment read_cluster_environment(const EnvironmentLookup& lookup = getenv_lookup);
+
+// --- Slurm ------------------------------------------------------------------
+//
+// TF's tf.distribute.cluster_resolver.SlurmClusterResolver reads a Slurm job
+// step's environment. These are the same facts, validated, for a process
+// started by srun (or by mpirun inside an allocation).
+
+// Expands a Slurm host list in its compressed form, as SLURM_JOB_NODELIST and
+// SLURM_STEP_NODELIST hold it: comma-separated hosts, each a name with any
+// number of bracketed ranges, e.g. "node[01-03,07],gpu5" gives node01,
+// node02, node03, node07, gpu5, and "r[1-2]n[1-2]" gives r1n1, r1n2, r2n1,
+// r2n2. Order is kept and nothing is deduplicated (as TF's expand_hostlist).
+// A range keeps the width of its zero-padded start as Slurm does ("01-10"
+// gives 01 ... 10; TF's expand_hostlist drops the zeros). Raises
+// InvalidArgumentError naming the list, the offset and what was expected for
+// an empty host, an unclosed or nested bracket, a bound that is not a decimal
+// number, a descending range, or more than kMaxSlurmHosts hosts.
+inline constexpr std::size_t kMaxSlurmHosts = 1 << 20;
+std::vector<std::string> expand_slurm_hostlist(std::string_view hostlist);
+
+// Expands Slurm's tasks-per-node list, as SLURM_STEP_TASKS_PER_NODE and
+// SLURM_TASKS_PER_NODE hold it: "3(x2),2,1" gives 3, 3, 2, 1 (TF's
+// expand_tasks_per_node). Counts are >= 1. Raises InvalidArgumentError naming
+// the list and the bad part.
+std::vector<int> expand_slurm_tasks_per_node(std::string_view tasks_per_node);
+
+// A Slurm job step: its hosts in the step's node order, the tasks on each,
+// and this task's rank, node and local rank. Build one with from_environment().
+class SlurmClusterResolver {
+ public:
+  // Reads, with the job's variables as fallbacks for the step's (a batch
+  // script outside srun has only those):
+  //   SLURM_PROCID                 this task's rank, in [0, tasks)
+  //   SLURM_STEP_NUM_TASKS         (SLURM_NTASKS) the number of tasks
+  //   SLURM_STEP_NODELIST          (SLURM_JOB_NODELIST, SLURM_NODELIST) the hosts
+  //   SLURM_STEP_TASKS_PER_NODE    (SLURM_TASKS_PER_NODE) tasks on each host
+  //   SLURM_NODEID, SLURM_LOCALID  this task's host (index) and rank on it,
+  //                                optional: derived from the rank under
+  //                                Slurm's default block distribution
+  // and checks them against each other: one tasks-per-node count per host,
+  // their sum the number of tasks, the rank, node id and local rank in
+  // range. Raises FailedPreconditionError naming the variable when one is
+  // missing ("not running inside a Slurm job step?"), and
+  // InvalidArgumentError naming the variable, what was expected and what was
+  // got otherwise.
+  static SlurmClusterResolver from_environment(const EnvironmentLookup& lookup = getenv_lookup);
+
+  // The step's hosts, in node order, and the tasks on each (same length).
+  const std::vector<std::string>& hosts() const { return hosts_; }
+  const std::vector<int>& tasks_per_node() const { return tasks_per_node_; }
+  int num_tasks() const { return num_tasks_; }
+  // This task: its global rank, its host's index in hosts(), its rank on
+  // that host (among the tasks of one host: the processes that can share
+  // memory), and the host's name.
+  int rank() const { return rank_; }
+  int node_id() const { return node_id_; }
+  int local_rank() const { return local_rank_; }
+  const std::string& host() const { return hosts_[static_cast<std::size_t>(node_id_)]; }
+
+  // TF's SlurmClusterResolver.cluster_spec() for `jobs` (job name -> tasks;
+  // default: every task a "worker"): the tasks' addresses, "host:port" with
+  // ports from `port_base` up on each host, host by host, handed to the jobs
+  // in name order (so rank r is task r of that list). Hosts come in the
+  // step's node order, where Slurm's default block distribution puts the
+  // ranks (TF sorts them by name; Slurm's own lists are sorted). A host
+  // listed twice keeps its entries. InvalidArgumentError unless the jobs'
+  // tasks add up to num_tasks(), or a port would pass 65535.
+  ClusterSpec cluster_spec(const std::map<std::string, int>& jobs = {}, int port_base = 8888) const;
+  // The same cluster with this task's place in it (TF: get_task_info()):
+  // a resolver to pass as MultiWorkerOptions::cluster_resolver.
+  TFConfigClusterResolver resolve(const std::map<std::string, int>& jobs = {}, int port_base = 8888) const;
+
+ private:
+  std::vector<std::string> hosts_;
+  std::vector<int> tasks_per_node_;
+  int num_tasks_ = 1;
+  int rank_ = 0;
+  int node_id_ = 0;
+  int local_rank_ = 0;
+};
 
 // This process's place among the workers, once checked against the
 // communicator.
