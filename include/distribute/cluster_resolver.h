@@ -1,7 +1,7 @@
 // Cluster resolution for MultiWorkerMirroredStrategy: who the workers are and
 // which one this process is.
 //
-// Two sources describe a multi-worker job:
+// Three sources describe a multi-worker job:
 //   - TF_CONFIG, TF's JSON environment variable, for users coming from TF:
 //       {"cluster": {"chief": ["host:port"], "worker": ["host:port", ...]},
 //        "task": {"type": "worker", "index": 0}}
@@ -10,11 +10,14 @@
 //     questions (num_workers, id_in_cluster, is_chief).
 //   - The rank and size an MPI launcher (mpirun, mpiexec, srun) gives each
 //     process in its environment.
+//   - A Slurm job step's host and task lists (SlurmClusterResolver, as TF's).
 //
-// read_cluster_environment() is the one place in the library that reads the
-// cluster's description from the environment; everything else takes its
-// result. (The DISTRIBUTE_REDUCE_ISA override of the reduction kernels and
-// the launcher check of src/transport/ read their own variables.) reconcile_cluster() checks
+// read_cluster_environment() is the one place where the library itself reads
+// the cluster's description from the environment; everything else takes its
+// result. (SlurmClusterResolver::from_environment() reads Slurm's variables
+// when the program asks for it; the DISTRIBUTE_REDUCE_ISA override of the
+// reduction kernels, and the launcher check and DISTRIBUTE_SHARED_MEMORY of
+// src/transport/, read their own variables.) reconcile_cluster() checks
 // the environment against the communicator's rank and size at run time and
 // gives the worker's place in the cluster.
 //
