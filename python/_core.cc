@@ -708,6 +708,12 @@ PYBIND11_MODULE(_core, m) {
       "default_strategy", []() -> dist::Strategy& { return dist::get_default_strategy(); },
       py::return_value_policy::reference);
   m.def("usable_cpu_count", &dist::usable_cpu_count);
+  m.def("compute_average_loss", [](const dist::Tensor& loss, std::optional<dist::Tensor> weight,
+                                    std::optional<std::int64_t> global_batch_size) {
+    return dist::nn::compute_average_loss(loss, {.sample_weight = std::move(weight),
+                                                 .global_batch_size = global_batch_size});
+  });
+  m.def("scale_regularization_loss", &dist::nn::scale_regularization_loss);
 
   // --- Variables and checkpoints ----------------------------------------------
   // Every call may communicate (a MirroredVariable's replica-context update

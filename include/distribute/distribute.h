@@ -10,6 +10,7 @@
 #include "distribute/element.h"
 #include "distribute/errors.h"
 #include "distribute/interrupt.h"
+#include "distribute/nn.h"
 #include "distribute/options.h"
 #include "distribute/replica_context.h"
 #include "distribute/strategies.h"

@@ -17,6 +17,7 @@ without copies. ``distribute.compat.tf`` offers the names TF programs use.
 from . import _core
 from . import errors
 from . import data
+from . import nn
 from ._tensor import Tensor, convert as convert_to_tensor
 from .values import DistributedValues, Mirrored, Optional, PerReplica, ReduceOp
 from .strategy import (DistributedDataset, DistributedIterator, InputOptions, MirroredStrategy, MultiWorkerMirroredStrategy,
@@ -40,6 +41,6 @@ __all__ = [
     "Tensor", "convert_to_tensor", "DistributedValues", "PerReplica", "Mirrored", "Optional", "ReduceOp",
     "Strategy", "MirroredStrategy", "OneDeviceStrategy", "MultiWorkerMirroredStrategy", "ReplicaContext",
     "DistributedDataset", "DistributedIterator", "InputContext", "InputOptions", "get_replica_context", "get_strategy",
-    "has_strategy", "in_cross_replica_context", "data", "errors", "usable_cpu_count", "Variable",
+    "has_strategy", "in_cross_replica_context", "data", "errors", "nn", "usable_cpu_count", "Variable",
     "VariableAggregation", "VariableSynchronization", "Checkpoint", "latest_checkpoint",
 ]

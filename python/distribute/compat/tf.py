@@ -71,3 +71,5 @@ Variable = _dist.Variable
 VariableAggregation = _dist.VariableAggregation
 VariableSynchronization = _dist.VariableSynchronization
 train = _types.SimpleNamespace(Checkpoint=_dist.Checkpoint, latest_checkpoint=_dist.latest_checkpoint)
+nn = _types.SimpleNamespace(compute_average_loss=_dist.nn.compute_average_loss,
+                            scale_regularization_loss=_dist.nn.scale_regularization_loss)
