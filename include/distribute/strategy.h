@@ -71,6 +71,14 @@ class [[nodiscard]] StrategyScope {
   Strategy* strategy_;
 };
 
+// What experimental_distribute_values_from_function tells its function
+// about the replica it makes a value for (TF's
+// tf.distribute.experimental.ValueContext).
+struct ValueContext {
+  int replica_id_in_sync_group = 0;
+  int num_replicas_in_sync = 1;
+};
+
 class Strategy {
  public:
   virtual ~Strategy();
@@ -129,6 +137,16 @@ class Strategy {
   // any strategy of their size).
   template <class F, class... Args>
   auto run(F&& fn, const Args&... args);
+
+  // TF's experimental_distribute_values_from_function: calls fn(ctx) once per
+  // local replica, on the calling thread, in replica order, with ctx that
+  // replica's ValueContext (its global id in [0, num_replicas_in_sync()):
+  // worker-major across workers), and returns the results as a PerReplica of
+  // this strategy, which run() hands to each replica (say, each replica's
+  // slice of a batch, or a per-replica seed). Returns a PerReplica also for
+  // one replica, as TF does. What fn throws propagates.
+  template <class F>
+  auto experimental_distribute_values_from_function(F&& fn);
 
   // Combines per-replica values across replicas (cross-replica or default
   // context only). Without an axis: element-wise over replicas; every replica's
@@ -294,6 +312,17 @@ auto Strategy::run(F&& fn, const Args&... args) {
     for (auto& result : results) values.push_back(std::move(*result));
     return PerReplica<Value>(std::move(values), internal::ProducedBy{id_});
   }
+}
+
+template <class F>
+auto Strategy::experimental_distribute_values_from_function(F&& fn) {
+  using Value = std::decay_t<std::invoke_result_t<F&, const ValueContext&>>;
+  std::vector<Value> values;
+  values.reserve(devices_.size());
+  for (int r = 0; r < num_local_replicas(); ++r) {
+    values.push_back(std::invoke(fn, ValueContext{worker_index_ * num_local_replicas() + r, num_replicas_in_sync()}));
+  }
+  return PerReplica<Value>(std::move(values), internal::ProducedBy{id_});
 }
 
 }  // namespace distribute

@@ -21,7 +21,7 @@ from . import nn
 from ._tensor import Tensor, convert as convert_to_tensor
 from .values import DistributedValues, Mirrored, Optional, PerReplica, ReduceOp
 from .strategy import (DistributedDataset, DistributedIterator, InputOptions, MirroredStrategy, MultiWorkerMirroredStrategy,
-                       OneDeviceStrategy, ReplicaContext, Strategy, get_replica_context, get_strategy,
+                       OneDeviceStrategy, ReplicaContext, Strategy, ValueContext, get_replica_context, get_strategy,
                        has_strategy, in_cross_replica_context)
 from .variables import Checkpoint, Variable, VariableAggregation, VariableSynchronization, latest_checkpoint
 from .errors import (Error, CancelledError, InvalidArgumentError, DeadlineExceededError, FailedPreconditionError,
@@ -39,7 +39,7 @@ def usable_cpu_count():
 
 __all__ = [
     "Tensor", "convert_to_tensor", "DistributedValues", "PerReplica", "Mirrored", "Optional", "ReduceOp",
-    "Strategy", "MirroredStrategy", "OneDeviceStrategy", "MultiWorkerMirroredStrategy", "ReplicaContext",
+    "Strategy", "ValueContext", "MirroredStrategy", "OneDeviceStrategy", "MultiWorkerMirroredStrategy", "ReplicaContext",
     "DistributedDataset", "DistributedIterator", "InputContext", "InputOptions", "get_replica_context", "get_strategy",
     "has_strategy", "in_cross_replica_context", "data", "errors", "nn", "usable_cpu_count", "Variable",
     "VariableAggregation", "VariableSynchronization", "Checkpoint", "latest_checkpoint",

@@ -105,6 +105,24 @@ class Strategy:
 
     return _nest.map_structure(one, value)
 
+  def experimental_distribute_values_from_function(self, value_fn):
+    """TF's experimental_distribute_values_from_function: ``value_fn(ctx)``
+    once per local replica, in order, with ``ctx`` a ValueContext (the
+    replica's global id, worker-major across workers, and
+    num_replicas_in_sync); the results as a PerReplica (a structure of them
+    for nested results, also with one replica, as TF does) for ``run``."""
+    n = self._core.num_local_replicas
+    base = self._core.worker_index * n
+    values = [value_fn(ValueContext(base + r, self.num_replicas_in_sync)) for r in range(n)]
+    first = values[0]
+    if _nest.is_structure(first):
+      for i, v in enumerate(values[1:], 1):
+        _nest.assert_same_structure(first, v, where="the value function's result", a_name="replica 0's",
+                                    b_name=f"replica {i}'s")
+      flats = [_nest.flatten(v) for v in values]
+      return _nest.pack_as(first, [PerReplica(leaves, self._core.id) for leaves in zip(*flats)])
+    return PerReplica(values, self._core.id)
+
   def experimental_local_results(self, value):
     """The values of this process's replicas, as a tuple (a plain value: a
     tuple of one)."""
@@ -294,6 +312,19 @@ def _regroup(values, origin):
     flats = [_nest.flatten(v) for v in values]
     return _nest.pack_as(first, [PerReplica(leaves, origin) for leaves in zip(*flats)])
   return PerReplica(values, origin)
+
+
+class ValueContext:
+  """What experimental_distribute_values_from_function's function is told
+  (TF's tf.distribute.experimental.ValueContext)."""
+
+  def __init__(self, replica_id_in_sync_group=0, num_replicas_in_sync=1):
+    self.replica_id_in_sync_group = replica_id_in_sync_group
+    self.num_replicas_in_sync = num_replicas_in_sync
+
+  def __repr__(self):
+    return f"ValueContext(replica_id_in_sync_group={self.replica_id_in_sync_group}, " \
+           f"num_replicas_in_sync={self.num_replicas_in_sync})"
 
 
 # --- Replica context -----------------------------------------------------------

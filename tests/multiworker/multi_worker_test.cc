@@ -622,6 +622,21 @@ TEST(MultiWorker, LargeAllGatherAndBroadcastArriveWhole) {
   }
 }
 
+// Replica ids of experimental_distribute_values_from_function are global
+// and worker-major, as run's.
+TEST(MultiWorker, ValuesFromFunctionUseGlobalReplicaIds) {
+  MultiWorkerMirroredStrategy& s = strategy();
+  const PerReplica<int> ids =
+      s.experimental_distribute_values_from_function([&](const ValueContext& ctx) {
+        EXPECT_EQ(ctx.num_replicas_in_sync, s.num_replicas_in_sync());
+        return ctx.replica_id_in_sync_group;
+      });
+  ASSERT_EQ(static_cast<int>(ids.size()), g_local);
+  for (int r = 0; r < g_local; ++r) EXPECT_EQ(ids[r], s.worker_index() * g_local + r);
+  const auto same = s.run([](int id) { return id == get_replica_context()->replica_id_in_sync_group(); }, ids);
+  for (int r = 0; r < g_local; ++r) EXPECT_TRUE(same[r]);
+}
+
 TEST(MultiWorker, MismatchedShapesAcrossWorkersRaiseOnEveryWorker) {
   MultiWorkerMirroredStrategy& s = strategy();
   const int w = s.worker_index();

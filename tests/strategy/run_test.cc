@@ -237,3 +237,37 @@ TEST(RunSeedExample, ExampleTwoPrintsReplicaIds) {
 
 }  // namespace
 }  // namespace distribute
+
+namespace distribute {
+namespace {
+
+class ValuesFromFunctionTest : public testing::StrategyTest {};
+
+// TF's distribute_lib experimental_distribute_values_from_function: one call
+// per replica with its ValueContext; run() hands replica r its value.
+TEST_P(ValuesFromFunctionTest, EachReplicaGetsTheValueMadeForIt) {
+  std::vector<int> calls;
+  const PerReplica<Tensor> values = strategy().experimental_distribute_values_from_function([&](const ValueContext& ctx) {
+    calls.push_back(ctx.replica_id_in_sync_group);
+    EXPECT_EQ(ctx.num_replicas_in_sync, n());
+    return Tensor{static_cast<float>(ctx.replica_id_in_sync_group), 10.f};
+  });
+  std::vector<int> expected(static_cast<std::size_t>(n()));
+  for (int r = 0; r < n(); ++r) expected[static_cast<std::size_t>(r)] = r;
+  EXPECT_EQ(calls, expected);  // once per replica, in order, on the calling thread
+  ASSERT_EQ(static_cast<int>(values.size()), n());
+  const auto seen = strategy().run([](const Tensor& v) {
+    return v.data<float>()[0] == static_cast<float>(get_replica_context()->replica_id_in_sync_group());
+  }, values);
+  for (int r = 0; r < n(); ++r) EXPECT_TRUE(seen[r]) << "replica " << r;
+  EXPECT_EQ(strategy().reduce(ReduceOp::SUM, values, std::nullopt),
+            (Tensor{static_cast<float>(n() * (n() - 1) / 2), 10.f * static_cast<float>(n())}));
+  EXPECT_THROW(strategy().experimental_distribute_values_from_function([](const ValueContext&) -> int {
+    throw InvalidArgumentError("from the value function");
+  }), InvalidArgumentError);
+}
+
+DISTRIBUTE_INSTANTIATE_STRATEGY_MATRIX(ValuesFromFunctionTest);
+
+}  // namespace
+}  // namespace distribute

@@ -1,4 +1,5 @@
-"""distribute.nn (tf.nn's loss scaling) from Python, with TF's expected values
+"""TF API pieces a ported training loop reaches for (issue 16): distribute.nn (tf.nn's
+loss scaling) and experimental_distribute_values_from_function, with TF's expected values
 (tensorflow/python/ops/nn_loss_scaling_utilities_test.py)."""
 import numpy as np
 import pytest
@@ -45,3 +46,21 @@ def test_errors_name_the_problem():
     dist.nn.compute_average_loss([1.0], global_batch_size=2.5)
   with pytest.raises(dist.errors.InvalidArgumentError, match="expected global_batch_size >= 0, got -1"):
     dist.nn.compute_average_loss([1.0], global_batch_size=-1)
+
+
+@pytest.mark.parametrize("replicas", [1, 2, 3])
+def test_values_from_function_reach_their_replicas(replicas):
+  s = tf.distribute.MirroredStrategy([f"CPU:{i}" for i in range(replicas)])
+  contexts = []
+
+  def value_fn(ctx):
+    contexts.append((ctx.replica_id_in_sync_group, ctx.num_replicas_in_sync))
+    return {"x": np.array([ctx.replica_id_in_sync_group], np.float32), "n": ctx.replica_id_in_sync_group * 10}
+
+  values = s.experimental_distribute_values_from_function(value_fn)
+  assert contexts == [(r, replicas) for r in range(replicas)]
+  assert isinstance(values["x"], dist.PerReplica) and len(values["x"].values) == replicas  # also for 1 replica
+  seen = s.run(lambda v: float(np.asarray(v["x"])[0]) == dist.get_replica_context().replica_id_in_sync_group
+               and v["n"] == 10 * dist.get_replica_context().replica_id_in_sync_group, args=(values,))
+  assert all(s.experimental_local_results(seen))
+  assert isinstance(tf.distribute.experimental.ValueContext(), dist.ValueContext)
