@@ -4,7 +4,7 @@ in the same run (bench/run_python_bench.sh runs it and the C++ reference).
   wrap        convert_to_tensor of a numpy array (4 KiB and 64 MiB): O(1)
   run         strategy.run of a trivial Python function on 2 replicas,
               against a bare C++ run() (run_overhead_bench in the same script)
-  all_reduce  from Python, 4 MiB and 64 MiB float32 on 2 replicas, inside one
+  all_reduce  from Python, 4 KiB, 4 MiB and 64 MiB float32 on 2 replicas, inside one
               run (as all_reduce_bench's BM_AllReduce does), against the C++
               figure passed in --cxx (microseconds per call)
   ctrl-c      a real SIGINT while run() waits for a replica busy in Python,
@@ -52,9 +52,9 @@ def main():
     row["cxx_us"] = args.cxx["run"]
     row["ratio"] = round(us / args.cxx["run"], 2)
   results.append(row)
-  for size in (4 << 20, 64 << 20):
+  for size in (4 << 10, 4 << 20, 64 << 20):
     n = size // 4
-    calls = 200 if size <= (4 << 20) else 20
+    calls = 2000 if size <= (4 << 10) else 200 if size <= (4 << 20) else 20
     timings = {}
 
     def body():

@@ -17,8 +17,9 @@ b = runs[0]
 scale = {"ns": 1e-3, "us": 1.0, "ms": 1e3}[b["time_unit"]]
 print(round(b["real_time"] * scale, 3))'; }
 run_us=$(json run_overhead_bench '^BM_RunVoid/2/real_time$' | median_us)
+ar4k=$(json all_reduce_bench '^BM_AllReduce/4096/2/real_time$' | median_us)
 ar4=$(json all_reduce_bench '^BM_AllReduce/4194304/2/real_time$' | median_us)
 ar64=$(json all_reduce_bench '^BM_AllReduce/67108864/2/real_time$' | median_us)
-echo "C++: run ${run_us} us, all_reduce 4 MiB ${ar4} us, 64 MiB ${ar64} us"
+echo "C++: run ${run_us} us, all_reduce 4 KiB ${ar4k} us, 4 MiB ${ar4} us, 64 MiB ${ar64} us"
 PYTHONPATH=$build/python /usr/bin/python3 bench/python_bench.py \
-  --cxx "{\"run\": $run_us, \"4194304\": $ar4, \"67108864\": $ar64}"
+  --cxx "{\"run\": $run_us, \"4096\": $ar4k, \"4194304\": $ar4, \"67108864\": $ar64}"
