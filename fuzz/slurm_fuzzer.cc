@@ -1,5 +1,6 @@
 // Fuzzes the Slurm readers: the input's first line is a host list, the
-// second a tasks-per-node list, the third SLURM_PROCID (all as
+// second a tasks-per-node list, the third SLURM_PROCID, the fourth and fifth
+// SLURM_NODEID and SLURM_LOCALID when not empty (all as
 // SlurmClusterResolver::from_environment reads them). A distribute::Error is
 // the expected outcome of bad text; anything else (another exception, a
 // sanitizer report, an inconsistent resolver) is a bug.
@@ -17,13 +18,13 @@ extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size
   const std::string text(reinterpret_cast<const char*>(data), size);
   std::vector<std::string> lines{""};
   for (char c : text) {
-    if (c == '\n' && lines.size() < 3) {
+    if (c == '\n' && lines.size() < 5) {
       lines.emplace_back();
     } else {
       lines.back() += c;
     }
   }
-  lines.resize(3);
+  lines.resize(5);
   try {
     (void)distribute::expand_slurm_hostlist(lines[0]);
   } catch (const distribute::Error&) {
@@ -38,6 +39,8 @@ extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size
           if (name == "SLURM_STEP_NODELIST") return lines[0];
           if (name == "SLURM_STEP_TASKS_PER_NODE") return lines[1];
           if (name == "SLURM_PROCID") return lines[2];
+          if (name == "SLURM_NODEID" && !lines[3].empty()) return lines[3];
+          if (name == "SLURM_LOCALID" && !lines[4].empty()) return lines[4];
           if (name == "SLURM_STEP_NUM_TASKS") {
             long long total = 0;
             try {

@@ -205,12 +205,17 @@ ClusterEnvironment read_cluster_environment(const EnvironmentLookup& lookup = ge
 // number of bracketed ranges, e.g. "node[01-03,07],gpu5" gives node01,
 // node02, node03, node07, gpu5, and "r[1-2]n[1-2]" gives r1n1, r1n2, r2n1,
 // r2n2. Order is kept and nothing is deduplicated (as TF's expand_hostlist).
-// A range keeps the width of its zero-padded start as Slurm does ("01-10"
-// gives 01 ... 10; TF's expand_hostlist drops the zeros). Raises
+// A range keeps the width of its zero-padded start, as Slurm does ("01-10"
+// gives 01 ... 10). Unlike TF's expand_hostlist, a host may have several
+// bracket groups (Slurm's multi-dimensional names). Raises
 // InvalidArgumentError naming the list, the offset and what was expected for
 // an empty host, an unclosed or nested bracket, a bound that is not a decimal
-// number, a descending range, or more than kMaxSlurmHosts hosts.
+// number, a descending range, more than kMaxSlurmRangeGroups groups in one
+// name, a name longer than kMaxSlurmHostName characters, or more than
+// kMaxSlurmHosts hosts (so that hostile text cannot take unbounded memory).
 inline constexpr std::size_t kMaxSlurmHosts = 1 << 20;
+inline constexpr std::size_t kMaxSlurmHostName = 255;
+inline constexpr int kMaxSlurmRangeGroups = 8;
 std::vector<std::string> expand_slurm_hostlist(std::string_view hostlist);
 
 // Expands Slurm's tasks-per-node list, as SLURM_STEP_TASKS_PER_NODE and
@@ -232,9 +237,9 @@ class SlurmClusterResolver {
   //   SLURM_NODEID, SLURM_LOCALID  this task's host (index) and rank on it,
   //                                optional: derived from the rank under
   //                                Slurm's default block distribution
-  // and checks them against each other: one tasks-per-node count per host,
-  // their sum the number of tasks, the rank, node id and local rank in
-  // range. Raises FailedPreconditionError naming the variable when one is
+  // and checks them against each other: each host listed once, one
+  // tasks-per-node count per host, their sum the number of tasks, the rank,
+  // node id and local rank in range. Raises FailedPreconditionError naming the variable when one is
   // missing ("not running inside a Slurm job step?"), and
   // InvalidArgumentError naming the variable, what was expected and what was
   // got otherwise.
@@ -257,12 +262,15 @@ class SlurmClusterResolver {
   // ports from `port_base` up on each host, host by host, handed to the jobs
   // in name order (so rank r is task r of that list). Hosts come in the
   // step's node order, where Slurm's default block distribution puts the
-  // ranks (TF sorts them by name; Slurm's own lists are sorted). A host
-  // listed twice keeps its entries. InvalidArgumentError unless the jobs'
-  // tasks add up to num_tasks(), or a port would pass 65535.
+  // ranks (TF sorts them by name; Slurm's own lists are sorted).
+  // InvalidArgumentError unless the jobs' tasks add up to num_tasks(), or
+  // when a port would pass 65535; FailedPreconditionError when SLURM_NODEID
+  // and SLURM_LOCALID place this task elsewhere than the block distribution
+  // (srun --distribution=cyclic, say): rank r's slot would not be its host.
   ClusterSpec cluster_spec(const std::map<std::string, int>& jobs = {}, int port_base = 8888) const;
   // The same cluster with this task's place in it (TF: get_task_info()):
-  // a resolver to pass as MultiWorkerOptions::cluster_resolver.
+  // a resolver to pass as MultiWorkerOptions::cluster_resolver. The job
+  // names must be among chief, worker, evaluator and ps.
   TFConfigClusterResolver resolve(const std::map<std::string, int>& jobs = {}, int port_base = 8888) const;
 
  private:
@@ -272,6 +280,9 @@ class SlurmClusterResolver {
   int rank_ = 0;
   int node_id_ = 0;
   int local_rank_ = 0;
+  bool block_ = true;  // placed as Slurm's block distribution places rank_
+
+  SlurmClusterResolver() = default;  // from_environment() makes them
 };
 
 // This process's place among the workers, once checked against the

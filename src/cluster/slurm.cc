@@ -16,7 +16,7 @@ std::string quoted(std::string_view s) { return "\"" + std::string(s) + "\""; }
 // A non-negative decimal number of at most 9 digits (host-name ranges and
 // task counts), or nullopt.
 std::optional<int> small_number(std::string_view text) {
-  if (text.empty() || text.size() > 9) return std::nullopt;
+  if (text.empty() || text.size() > 9 || text[0] == '-') return std::nullopt;  // ("-0" too)
   int value = 0;
   const auto [end, error] = std::from_chars(text.data(), text.data() + text.size(), value);
   if (error != std::errc() || end != text.data() + text.size() || value < 0) return std::nullopt;
@@ -62,18 +62,28 @@ void expand_host(std::string_view list, std::string_view host, std::size_t at, s
   if (host.empty()) bad_hostlist(list, at, "expected a host name, got an empty one");
   std::vector<std::string> names{""};
   std::size_t i = 0;
+  int groups = 0;
   while (i < host.size()) {
     const std::size_t open = host.find('[', i);
     const std::size_t close = host.find(']', i);
     if (close < open) bad_hostlist(list, at + close, "expected '[' before ']'");
     const std::string_view literal = host.substr(i, open - i);
+    // Bounded work and memory whatever the text: names of at most
+    // kMaxSlurmHostName characters, a few bracket groups each.
+    if (names[0].size() + literal.size() + (open == std::string_view::npos ? 0 : 9) > kMaxSlurmHostName) {
+      bad_hostlist(list, at + i, "expected host names of at most " + std::to_string(kMaxSlurmHostName) + " characters");
+    }
     for (std::string& n : names) n += literal;
     if (open == std::string_view::npos) break;
+    if (++groups > kMaxSlurmRangeGroups) {
+      bad_hostlist(list, at + open, "expected at most " + std::to_string(kMaxSlurmRangeGroups) +
+                                        " bracketed ranges in one host name");
+    }
     if (close == std::string_view::npos) bad_hostlist(list, at + open, "expected ']' to close '['");
     const std::string_view inner = host.substr(open + 1, close - open - 1);
     if (inner.find('[') != std::string_view::npos) bad_hostlist(list, at + open, "expected no '[' inside []");
     const std::vector<std::string> values = expand_ranges(list, inner, at + open + 1);
-    if (names.size() * values.size() + out.size() > kMaxSlurmHosts) {
+    if (names.size() * values.size() + out.size() > kMaxSlurmHosts) {  // (each at most 2^20: no overflow)
       bad_hostlist(list, at + open, "expected at most " + std::to_string(kMaxSlurmHosts) + " hosts");
     }
     std::vector<std::string> next;
@@ -160,6 +170,15 @@ SlurmClusterResolver SlurmClusterResolver::from_environment(const EnvironmentLoo
                                            &name);
   r.hosts_ = expand_slurm_hostlist(nodelist);
   const std::string nodelist_name = name;
+  {
+    std::vector<std::string> sorted = r.hosts_;
+    std::sort(sorted.begin(), sorted.end());
+    const auto twice = std::adjacent_find(sorted.begin(), sorted.end());
+    if (twice != sorted.end()) {
+      throw InvalidArgumentError("SlurmClusterResolver: " + name + " " + quoted(nodelist) + ": host " + quoted(*twice) +
+                                 " is listed twice; expected each host once (Slurm's node lists are)");
+    }
+  }
   const std::string per_node = variable_of(lookup, {"SLURM_STEP_TASKS_PER_NODE", "SLURM_TASKS_PER_NODE"}, &name);
   r.tasks_per_node_ = expand_slurm_tasks_per_node(per_node);
   if (r.tasks_per_node_.size() != r.hosts_.size()) {
@@ -195,6 +214,7 @@ SlurmClusterResolver SlurmClusterResolver::from_environment(const EnvironmentLoo
                               "[0, " + std::to_string(on_node) + ") (the tasks on node " +
                                   std::to_string(r.node_id_) + ", " + r.hosts_[static_cast<std::size_t>(r.node_id_)] +
                                   ")");
+    r.block_ = r.node_id_ == block_node && r.local_rank_ == r.rank_ - first;
   } else if (r.node_id_ != block_node) {
     throw InvalidArgumentError("SlurmClusterResolver: SLURM_LOCALID is not set, and SLURM_NODEID " +
                                std::to_string(r.node_id_) + " is not where a block distribution puts rank " +
@@ -205,6 +225,13 @@ SlurmClusterResolver SlurmClusterResolver::from_environment(const EnvironmentLoo
 }
 
 ClusterSpec SlurmClusterResolver::cluster_spec(const std::map<std::string, int>& jobs, int port_base) const {
+  if (!block_) {
+    throw FailedPreconditionError(
+        "SlurmClusterResolver: the cluster spec gives rank r the r-th task slot, host by host (Slurm's block "
+        "distribution), but SLURM_NODEID " + std::to_string(node_id_) + " and SLURM_LOCALID " +
+        std::to_string(local_rank_) + " place rank " + std::to_string(rank_) +
+        " elsewhere: launch with srun --distribution=block");
+  }
   const std::map<std::string, int> all_workers{{std::string(kWorker), num_tasks_}};
   const std::map<std::string, int>& wanted = jobs.empty() ? all_workers : jobs;
   std::int64_t asked = 0;
@@ -239,6 +266,12 @@ ClusterSpec SlurmClusterResolver::cluster_spec(const std::map<std::string, int>&
 }
 
 TFConfigClusterResolver SlurmClusterResolver::resolve(const std::map<std::string, int>& jobs, int port_base) const {
+  for (const auto& [job, n] : jobs) {
+    if (job != kChief && job != kWorker && job != kEvaluator && job != kPs) {
+      throw InvalidArgumentError("SlurmClusterResolver::resolve: jobs: expected names among chief, worker, evaluator "
+                                 "and ps (the tasks TF places), got " + quoted(job));
+    }
+  }
   ClusterSpec spec = cluster_spec(jobs, port_base);
   int first = 0;
   for (const auto& [job, tasks] : spec.jobs) {

@@ -60,6 +60,11 @@ TEST(SlurmHostlist, BadListsNameTheProblemAndWhere) {
   EXPECT_THAT(bad("n[0-999999999]"), HasSubstr("expected at most 1048576 hosts"));
   EXPECT_THAT(bad("a[0-1023]b[0-1023]c[0-1]"), HasSubstr("expected at most 1048576 hosts"));
   EXPECT_THAT(bad("n[1-2"), HasSubstr("Slurm host list \"n[1-2\""));
+  EXPECT_THAT(bad("n[-0]"), HasSubstr("got \"-0\""));
+  // Bounded work and memory whatever the text.
+  EXPECT_THAT(bad(("[0-9]" + std::string(300, 'x')).c_str()), HasSubstr("expected host names of at most 255 characters"));
+  EXPECT_THAT(bad("a[0-1][0][0][0][0][0][0][0][0]"), HasSubstr("expected at most 8 bracketed ranges in one host name"));
+  EXPECT_THAT(expand_slurm_hostlist("a[0-1][0][0][0][0][0][0][0]"), ElementsAre("a00000000", "a10000000"));
 }
 
 TEST(SlurmTasksPerNode, ExpandsAsTfsDocstringSays) {
@@ -121,6 +126,16 @@ TEST(SlurmClusterResolver, LaterRanksLandOnLaterNodesAndSlurmsOwnIdsAreChecked) 
   r = SlurmClusterResolver::from_environment(environment(vars));
   EXPECT_EQ(r.host(), "node03");
   EXPECT_EQ(r.local_rank(), 0);
+  // ... and then the cluster spec's block layout would give this task
+  // another host's slot: refused.
+  EXPECT_THAT(message_of<FailedPreconditionError>([&] { r.resolve(); }),
+              HasSubstr("SLURM_NODEID 2 and SLURM_LOCALID 0 place rank 3 elsewhere: launch with srun "
+                        "--distribution=block"));
+  vars["SLURM_NODEID"] = "1";
+  vars["SLURM_LOCALID"] = "1";  // where the block distribution puts it
+  EXPECT_EQ(SlurmClusterResolver::from_environment(environment(vars)).resolve().task_id(), 3);
+  vars["SLURM_NODEID"] = "2";
+  vars["SLURM_LOCALID"] = "0";
   vars["SLURM_LOCALID"] = "2";
   EXPECT_THAT(message_of<InvalidArgumentError>([&] { SlurmClusterResolver::from_environment(environment(vars)); }),
               HasSubstr("SLURM_LOCALID: expected an integer in [0, 2) (the tasks on node 2, node03), got \"2\""));
@@ -165,11 +180,17 @@ TEST(SlurmClusterResolver, InconsistentOrMissingVariablesAreNamed) {
   EXPECT_THAT(message_of<InvalidArgumentError>(
                   [&] { SlurmClusterResolver::from_environment(with("SLURM_PROCID", " 1")); }),
               HasSubstr("got \" 1\""));
+  EXPECT_THAT(message_of<InvalidArgumentError>(
+                  [&] { SlurmClusterResolver::from_environment(with("SLURM_STEP_NODELIST", "n2,n1,n2")); }),
+              HasSubstr("host \"n2\" is listed twice"));
   const SlurmClusterResolver r = SlurmClusterResolver::from_environment(environment(good));
   EXPECT_THAT(message_of<InvalidArgumentError>([&] { r.cluster_spec({{"worker", 3}}); }),
               HasSubstr("the jobs ask for 3 tasks, the Slurm step has 4"));
   EXPECT_THAT(message_of<InvalidArgumentError>([&] { r.cluster_spec({}, 65535); }),
               HasSubstr("port_base: expected ports in [1, 65535] for 2 task(s) on a host, got 65535"));
+  EXPECT_THAT(message_of<InvalidArgumentError>([&] { r.resolve({{"trainer", 4}}); }),
+              HasSubstr("jobs: expected names among chief, worker, evaluator and ps (the tasks TF places), got "
+                        "\"trainer\""));
   // Jobs in name order: rank 0 is "ps" task 0, which TF does not count as a worker.
   const TFConfigClusterResolver ps = r.resolve({{"worker", 2}, {"ps", 2}});
   EXPECT_EQ(ps.task_type(), "ps");
