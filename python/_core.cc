@@ -88,10 +88,13 @@ class PythonError : public std::exception {
 // measured (BENCHMARKS.md), more than the Python between two collectives.
 // So a replica thread that leaves a collective while another replica
 // thread holds the GIL yields for up to kGilHandOff first, until that one
-// releases it, and then takes a free GIL without sleeping.
+// releases it, and then usually takes a free GIL without sleeping.
 // g_replica_gil_holders counts the replica threads holding the GIL as this
 // module sees it: inside a replica function, less those inside one of its
-// calls that released the GIL (ReleaseGil).
+// calls that released the GIL (ReleaseGil, which every binding uses). A
+// thread whose Python code releases the GIL elsewhere (numpy, torch,
+// time.sleep) still counts: then the others yield the whole kGilHandOff
+// before sleeping as before.
 std::atomic<int> g_replica_gil_holders{0};
 thread_local int t_replica_depth = 0;  // replica functions running on this thread
 constexpr auto kGilHandOff = std::chrono::microseconds(30);
@@ -110,13 +113,13 @@ struct ReplicaGilHolder {
   ReplicaGilHolder& operator=(const ReplicaGilHolder&) = delete;
 };
 
-// py::gil_scoped_release for the collectives' waits, with the hand-off
+// py::gil_scoped_release for the module's waits, with the hand-off
 // above when the calling thread runs a replica function.
 class ReleaseGil {
  public:
   ReleaseGil() : counted_(t_replica_depth > 0) {
-    if (counted_) g_replica_gil_holders.fetch_sub(1, std::memory_order_relaxed);
     state_ = PyEval_SaveThread();
+    if (counted_) g_replica_gil_holders.fetch_sub(1, std::memory_order_relaxed);
   }
   ~ReleaseGil() {
     if (counted_) {
@@ -416,7 +419,7 @@ struct ReleasingDeleter {
     // (Not while the interpreter finalizes: the GIL cannot be handed back
     // then, and no Python code runs on the library's threads any more.)
     if (Py_IsInitialized() != 0 && _Py_IsFinalizing() == 0 && PyGILState_Check() != 0) {
-      py::gil_scoped_release nogil;
+      ReleaseGil nogil;
       delete p;
     } else {
       delete p;
@@ -440,7 +443,7 @@ struct Closable {
   void close() {
     if (!iterator) return;
     if (Py_IsInitialized() != 0 && _Py_IsFinalizing() == 0 && PyGILState_Check() != 0) {
-      py::gil_scoped_release nogil;
+      ReleaseGil nogil;
       iterator.reset();
     } else {
       iterator.reset();
@@ -586,7 +589,7 @@ PYBIND11_MODULE(_core, m) {
         std::optional<dist::Element> e;
         {
           Interruptible interruptible;
-          py::gil_scoped_release nogil;
+          ReleaseGil nogil;
           e = it.get().get_next_as_optional();
         }
         if (!e.has_value()) return std::nullopt;
@@ -616,7 +619,7 @@ PYBIND11_MODULE(_core, m) {
              std::optional<dist::PerReplica<dist::Element>> step;
              {
                Interruptible interruptible;
-               py::gil_scoped_release nogil;
+               ReleaseGil nogil;
                step = it.get().get_next_as_optional();
              }
              if (!step.has_value()) return std::nullopt;
@@ -650,7 +653,7 @@ PYBIND11_MODULE(_core, m) {
              Interruptible interruptible;
              const bool from_main_thread = interruptible.check.has_value();
              if (from_main_thread) g_replicas_interrupted = false;
-             py::gil_scoped_release nogil;
+             ReleaseGil nogil;
              s.run([&] {
                const int r = dist::current_replica_context().replica_id_in_sync_group() - base;
                call_replica_function(*f, r, from_main_thread);
@@ -661,20 +664,20 @@ PYBIND11_MODULE(_core, m) {
            [](dist::Strategy& s, const std::string& op, std::vector<dist::Tensor> values, std::optional<int> axis,
               bool mirrored) {
              Interruptible interruptible;
-             py::gil_scoped_release nogil;
+             ReleaseGil nogil;
              if (mirrored) return s.reduce(reduce_op(op), dist::Mirrored<dist::Tensor>(std::move(values)), axis);
              return s.reduce(reduce_op(op), dist::PerReplica<dist::Tensor>(std::move(values)), axis);
            })
       .def("reduce_plain",
            [](dist::Strategy& s, const std::string& op, const dist::Tensor& value, std::optional<int> axis) {
              Interruptible interruptible;
-             py::gil_scoped_release nogil;
+             ReleaseGil nogil;
              return s.reduce(reduce_op(op), value, axis);
            })
       .def("gather",
            [](dist::Strategy& s, std::vector<dist::Tensor> values, int axis) {
              Interruptible interruptible;
-             py::gil_scoped_release nogil;
+             ReleaseGil nogil;
              return s.gather(dist::PerReplica<dist::Tensor>(std::move(values)), axis);
            })
       .def("experimental_distribute_dataset",
@@ -700,7 +703,7 @@ PYBIND11_MODULE(_core, m) {
     options.local_devices = std::move(local_devices);
     options.communication.timeout_seconds = timeout;
     options.shared_memory = shared_memory;
-    py::gil_scoped_release nogil;
+    ReleaseGil nogil;
     return Owned<dist::Strategy>(new dist::MultiWorkerMirroredStrategy(options));
   });
   m.def("default_strategy_id", [] { return dist::get_default_strategy().id(); });
@@ -737,18 +740,18 @@ PYBIND11_MODULE(_core, m) {
              else if (aggregation == "ONLY_FIRST_REPLICA") options.aggregation = dist::VariableAggregation::ONLY_FIRST_REPLICA;
              else throw dist::InvalidArgumentError("Variable: expected aggregation NONE, SUM, MEAN or "
                                                    "ONLY_FIRST_REPLICA, got " + aggregation);
-             py::gil_scoped_release nogil;
+             ReleaseGil nogil;
              return dist::Variable(initial, options);
            }))
       .def_property_readonly("name", &dist::Variable::name)
       .def_property_readonly("trainable", &dist::Variable::trainable)
       .def_property_readonly("is_mirrored", &dist::Variable::is_mirrored)
       .def_property_readonly("is_sync_on_read", &dist::Variable::is_sync_on_read)
-      .def("value", &dist::Variable::value, py::call_guard<py::gil_scoped_release>())
-      .def("values", &dist::Variable::values, py::call_guard<py::gil_scoped_release>())
-      .def("assign", &dist::Variable::assign, py::call_guard<py::gil_scoped_release>())
-      .def("assign_add", &dist::Variable::assign_add, py::call_guard<py::gil_scoped_release>())
-      .def("assign_sub", &dist::Variable::assign_sub, py::call_guard<py::gil_scoped_release>())
+      .def("value", &dist::Variable::value, py::call_guard<ReleaseGil>())
+      .def("values", &dist::Variable::values, py::call_guard<ReleaseGil>())
+      .def("assign", &dist::Variable::assign, py::call_guard<ReleaseGil>())
+      .def("assign_add", &dist::Variable::assign_add, py::call_guard<ReleaseGil>())
+      .def("assign_sub", &dist::Variable::assign_sub, py::call_guard<ReleaseGil>())
       .def("__repr__", &dist::Variable::to_string);
   py::class_<dist::Checkpoint>(m, "Checkpoint")
       .def(py::init([](std::optional<int> max_to_keep) {
@@ -758,9 +761,9 @@ PYBIND11_MODULE(_core, m) {
       }))
       .def("track", [](dist::Checkpoint& c, const std::string& name, dist::Variable v) { c.track(name, std::move(v)); })
       .def("tracked_names", &dist::Checkpoint::tracked_names)
-      .def("save", &dist::Checkpoint::save, py::call_guard<py::gil_scoped_release>())
-      .def("restore", &dist::Checkpoint::restore, py::call_guard<py::gil_scoped_release>());
-  m.def("latest_checkpoint", &dist::latest_checkpoint, py::call_guard<py::gil_scoped_release>());
+      .def("save", &dist::Checkpoint::save, py::call_guard<ReleaseGil>())
+      .def("restore", &dist::Checkpoint::restore, py::call_guard<ReleaseGil>());
+  m.def("latest_checkpoint", &dist::latest_checkpoint, py::call_guard<ReleaseGil>());
 
   // --- Context and collectives -----------------------------------------------
   // The current replica's (local index, id in sync, replicas in sync, the
@@ -847,7 +850,7 @@ PYBIND11_MODULE(_core, m) {
     PyHandle result;
     {
       Interruptible interruptible;
-      py::gil_scoped_release nogil;
+      ReleaseGil nogil;
       result = ctx.merge_call(
           [fn](dist::Strategy&, const dist::PerReplica<PyHandle>& all) {
             return with_gil([&] {

@@ -20,8 +20,9 @@ namespace distribute::nn {
 
 struct AverageLossOptions {
   // Weights of the examples: a scalar, or a tensor whose shape broadcasts to
-  // the loss's (same rank, each dimension equal or 1), e.g. one weight per
-  // example, or per time step.
+  // the loss's (same rank, each dimension equal or 1, after TF's adjustment
+  // of one trailing dimension: [b, 1] weights for a [b] loss, [b] weights
+  // for a [b, t] loss), e.g. one weight per example, or per time step.
   std::optional<Tensor> sample_weight = std::nullopt;
   // The global batch size; unset: this replica's batch (dimension 0 of the
   // loss) times num_replicas_in_sync(), which is right when every replica
@@ -31,7 +32,8 @@ struct AverageLossOptions {
 };
 
 // The sum of `per_example_loss` (rank >= 1; times the sample weights) divided
-// by the global batch size; 0 when that is 0 (a replica with an empty batch
+// by the global batch size (computed in double, rounded once to the result's
+// dtype); 0 when that is 0 (a replica with an empty batch
 // contributes 0, never NaN). A scalar of the loss's dtype (float32 for int32
 // losses, float64 for int64). Without a global batch size it needs a
 // replica context (inside strategy.run, or no strategy at all: one replica).

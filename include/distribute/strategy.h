@@ -144,7 +144,8 @@ class Strategy {
   // worker-major across workers), and returns the results as a PerReplica of
   // this strategy, which run() hands to each replica (say, each replica's
   // slice of a batch, or a per-replica seed). Returns a PerReplica also for
-  // one replica, as TF does. What fn throws propagates.
+  // one replica (as TF's MirroredStrategy does; its OneDeviceStrategy and
+  // default strategy return the bare value). What fn throws propagates.
   template <class F>
   auto experimental_distribute_values_from_function(F&& fn);
 

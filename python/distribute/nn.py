@@ -25,6 +25,7 @@ def _batch_size(value):
   import numbers
   import numpy as np
   from .errors import InvalidArgumentError
-  if isinstance(value, bool) or not isinstance(value, (numbers.Integral, np.integer)):
+  if isinstance(value, bool) or not isinstance(value, (numbers.Integral, np.integer)) or \
+      not -2**63 <= int(value) < 2**63:
     raise InvalidArgumentError(f"compute_average_loss: expected an integer global_batch_size, got {value!r}")
   return int(value)

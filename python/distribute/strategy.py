@@ -110,7 +110,8 @@ class Strategy:
     once per local replica, in order, with ``ctx`` a ValueContext (the
     replica's global id, worker-major across workers, and
     num_replicas_in_sync); the results as a PerReplica (a structure of them
-    for nested results, also with one replica, as TF does) for ``run``."""
+    for nested results, also with one replica, as TF's MirroredStrategy does)
+    for ``run``."""
     n = self._core.num_local_replicas
     base = self._core.worker_index * n
     values = [value_fn(ValueContext(base + r, self.num_replicas_in_sync)) for r in range(n)]

@@ -35,8 +35,9 @@ DType result_dtype(DType loss) {
   return loss;
 }
 
-// The sum of loss[i] * weight[broadcast i], in double.
-double weighted_sum(const Tensor& loss, const Tensor* weight) {
+// The sum of loss[i] * weight[broadcast i], in double; `weight_shape` is the
+// weights' shape as adjusted by weight_shape_for.
+double weighted_sum(const Tensor& loss, const Tensor* weight, const Shape& weight_shape = {}) {
   const Tensor l = loss.cast(DType::kFloat64);
   const double* x = l.data<double>().data();
   const auto n = static_cast<std::size_t>(l.num_elements());
@@ -47,7 +48,7 @@ double weighted_sum(const Tensor& loss, const Tensor* weight) {
   }
   const Tensor w = weight->cast(DType::kFloat64);
   const double* y = w.data<double>().data();
-  if (w.rank() == 0) {
+  if (weight_shape.size() == 0) {
     for (std::size_t i = 0; i < n; ++i) total += x[i];
     return total * y[0];
   }
@@ -58,8 +59,8 @@ double weighted_sum(const Tensor& loss, const Tensor* weight) {
   std::int64_t s = 1;
   for (int d = rank - 1; d >= 0; --d) {
     const auto u = static_cast<std::size_t>(d);
-    stride[u] = w.shape()[u] == 1 ? 0 : s;
-    s *= w.shape()[u];
+    stride[u] = weight_shape[u] == 1 ? 0 : s;
+    s *= weight_shape[u];
   }
   std::int64_t at = 0;
   for (std::size_t i = 0; i < n; ++i) {
@@ -75,17 +76,30 @@ double weighted_sum(const Tensor& loss, const Tensor* weight) {
   return total;
 }
 
-void check_weights(const Tensor& loss, const Tensor& weight) {
-  bool ok = weight.rank() == 0 || weight.rank() == loss.rank();
-  for (int d = 0; ok && d < weight.rank() && weight.rank() == loss.rank(); ++d) {
-    const auto u = static_cast<std::size_t>(d);
-    ok = weight.shape()[u] == 1 || weight.shape()[u] == loss.shape()[u];
+// The weights' shape, brought to the loss's rank as TF's
+// squeeze_or_expand_dimensions does (one trailing dimension of 1 dropped, or
+// one added: [b, 1] weights for a [b] loss, [b] weights for a [b, t] loss),
+// then checked to broadcast: each dimension equal to the loss's or 1.
+Shape weight_shape_for(const Tensor& loss, const Tensor& weight) {
+  Shape shape = weight.shape();
+  if (weight.rank() == loss.rank() + 1 && weight.shape()[shape.size() - 1] == 1) {
+    Shape dropped;
+    for (std::size_t d = 0; d + 1 < shape.size(); ++d) dropped.push_back(shape[d]);
+    shape = dropped;
+  } else if (weight.rank() != 0 && weight.rank() == loss.rank() - 1) {
+    shape.push_back(1);
+  }
+  bool ok = shape.size() == 0 || shape.size() == loss.shape().size();
+  for (std::size_t d = 0; ok && shape.size() != 0 && d < shape.size(); ++d) {
+    ok = shape[d] == 1 || shape[d] == loss.shape()[d];
   }
   if (!ok) {
     throw InvalidArgumentError("compute_average_loss: sample_weight of shape " + shape_string(weight.shape()) +
                                " does not broadcast to per_example_loss of shape " + shape_string(loss.shape()) +
-                               ": expected a scalar, or the same rank with each dimension equal or 1");
+                               ": expected a scalar, or the same rank (give or take a trailing dimension of 1) "
+                               "with each dimension equal or 1");
   }
+  return shape;
 }
 
 Tensor scalar_of_dtype(double value, DType dtype) {
@@ -99,7 +113,7 @@ Tensor compute_average_loss(const Tensor& per_example_loss, const AverageLossOpt
     throw InvalidArgumentError("compute_average_loss: expected per_example_loss of rank >= 1 (one loss per example), "
                                "got " + internal::describe(per_example_loss));
   }
-  if (options.sample_weight) check_weights(per_example_loss, *options.sample_weight);
+  const Shape weights = options.sample_weight ? weight_shape_for(per_example_loss, *options.sample_weight) : Shape{};
   std::int64_t global = 0;
   if (options.global_batch_size) {
     global = *options.global_batch_size;
@@ -111,7 +125,7 @@ Tensor compute_average_loss(const Tensor& per_example_loss, const AverageLossOpt
     require_replica_context("compute_average_loss");
     global = per_example_loss.shape()[0] * num_replicas_in_sync();
   }
-  const double sum = weighted_sum(per_example_loss, options.sample_weight ? &*options.sample_weight : nullptr);
+  const double sum = weighted_sum(per_example_loss, options.sample_weight ? &*options.sample_weight : nullptr, weights);
   return scalar_of_dtype(global == 0 ? 0.0 : sum / static_cast<double>(global), result_dtype(per_example_loss.dtype()));
 }
 

@@ -44,6 +44,8 @@ def test_errors_name_the_problem():
     dist.nn.compute_average_loss(2.0)
   with pytest.raises(dist.errors.InvalidArgumentError, match="expected an integer global_batch_size, got 2.5"):
     dist.nn.compute_average_loss([1.0], global_batch_size=2.5)
+  with pytest.raises(dist.errors.InvalidArgumentError, match="expected an integer global_batch_size, got 1180591620717411303424"):
+    dist.nn.compute_average_loss([1.0], global_batch_size=2**70)
   with pytest.raises(dist.errors.InvalidArgumentError, match="expected global_batch_size >= 0, got -1"):
     dist.nn.compute_average_loss([1.0], global_batch_size=-1)
 

@@ -82,6 +82,19 @@ TEST_P(LossScalingTest, SampleWeightsScalarPerExampleAndPerTimeStep) {
                                                 {.sample_weight = Tensor(std::vector<float>{0.5f, 2.f}, Shape{2, 1})});
               }),
               ((2. + 0.5) * 0.5 + (4. + 1.) * 2.) / 2, 1e-5);
+  // TF's rank adjustment: [b, 1] weights for a [b] loss, [b] weights for a
+  // [b, t] loss (one per example, over its time steps).
+  EXPECT_NEAR(sum_of([] {
+                return nn::compute_average_loss(Tensor{2.f, 4.f, 6.f},
+                                                {.sample_weight = Tensor(std::vector<float>{0.3f, 0.5f, 0.2f},
+                                                                         Shape{3, 1})});
+              }),
+              (2. * 0.3 + 4. * 0.5 + 6. * 0.2) / 3, 1e-5);
+  EXPECT_NEAR(sum_of([] {
+                return nn::compute_average_loss(Tensor(std::vector<float>{2.f, 0.5f, 4.f, 1.f}, Shape{2, 2}),
+                                                {.sample_weight = Tensor{0.5f, 2.f}});
+              }),
+              ((2. + 0.5) * 0.5 + (4. + 1.) * 2.) / 2, 1e-5);
   const auto f64 = strategy().run(
       [] { return nn::compute_average_loss(Tensor{2.0, 4.0, 6.0}, {.sample_weight = Tensor(2.0)}); });
   EXPECT_EQ(strategy().reduce(ReduceOp::SUM, f64, std::nullopt).dtype(), DType::kFloat64);
