@@ -266,92 +266,25 @@ class MpiCrossWorker final : public CrossWorker {
 
   void all_reduce_sum(const char* what, DType dtype, const void* in_data, void* data, std::size_t count,
                       Clock::time_point deadline, FunctionRef<bool()> cancelled) override {
-    const std::size_t element = dtype_size(dtype);
-    const std::size_t bytes = count * element;
     const Header mine{generation_, next_seq(what), static_cast<std::uint32_t>(Op::kAllReduce),
                       static_cast<std::uint32_t>(dtype), count, -1};
     if (shm_ != nullptr) {
       on_host([&] { shm_->all_reduce_sum(what, mine, dtype, in_data, data, count, deadline, cancelled); });
       return;
     }
-    auto* out = static_cast<std::byte*>(data);
-    const auto* in = static_cast<const std::byte*>(in_data);
-    const auto m = static_cast<std::size_t>(size_);
-    const auto me = static_cast<std::size_t>(rank_);
-    if (size_ > 1 && count > 0 && (bytes < kDirectBytes || count < m)) {
-      // Everyone's buffer to everyone, then the sum in worker order.
-      std::vector<Header> all(m);
-      all[me] = mine;
-      scratch_.resize(m * bytes);
-      Requests requests(data_tag_);
-      const bool chunked = bytes > kEagerBytes && bytes <= kChunkedBytes;
-      if (chunked) {
-        // First the headers (so that every worker cuts the same chunks), then
-        // messages small enough for MPI's eager protocol.
-        exchange_headers(what, mine, deadline, cancelled);
-        std::lock_guard<std::mutex> lock(process_.mutex());
-        for (int p = 0; p < size_; ++p) {
-          if (p == rank_) continue;
-          for (std::size_t at = 0; at < bytes; at += kEagerBytes) {
-            const std::size_t n = std::min(kEagerBytes, bytes - at);
-            requests.recv(scratch_.data() + static_cast<std::size_t>(p) * bytes + at, n, p, data_);
-            requests.send(in + at, n, p, data_);
-          }
-        }
-      } else {
-        // One round: the headers and the buffers at once. A peer's larger
-        // buffer is cut to this worker's size (MPI reports the truncation;
-        // the headers name the mismatch).
-        std::lock_guard<std::mutex> lock(process_.mutex());
-        post_headers(mine, all, requests);
-        for (int p = 0; p < size_; ++p) {
-          if (p == rank_) continue;
-          requests.recv(scratch_.data() + static_cast<std::size_t>(p) * bytes, bytes, p, data_);
-          requests.send(in, bytes, p, data_);
-        }
-      }
-      wait(what, requests, deadline, cancelled);
-      if (!chunked) check_headers(what, all);
-      sum_in_order(dtype, out, 0, count, [&](std::size_t w) { return w == me ? in : scratch_.data() + w * bytes; });
+    const Sum sum{dtype, dtype_size(dtype), static_cast<const std::byte*>(in_data), static_cast<std::byte*>(data),
+                  count};
+    const std::size_t bytes = count * sum.e;
+    if (size_ > 1 && count > 0 && (bytes < kDirectBytes || count < static_cast<std::size_t>(size_))) {
+      sum_direct(what, mine, sum, deadline, cancelled);
       return;
     }
     exchange_headers(what, mine, deadline, cancelled);
     if (size_ == 1 || count == 0) {
-      if (in != out) std::memcpy(out, in, bytes);
+      if (sum.in != sum.out && bytes > 0) std::memcpy(sum.out, sum.in, bytes);
       return;
     }
-    // Reduce-scatter: worker w owns elements [w*count/M, (w+1)*count/M).
-    auto first = [&](std::size_t w) { return count * w / m; };
-    const std::size_t my_count = first(me + 1) - first(me);
-    scratch_.resize(m * my_count * element);
-    {
-      Requests requests(data_tag_);
-      std::unique_lock<std::mutex> lock(process_.mutex());
-      for (int p = 0; p < size_; ++p) {
-        if (p == rank_) continue;
-        const auto q = static_cast<std::size_t>(p);
-        requests.recv(scratch_.data() + q * my_count * element, my_count * element, p, data_);
-        requests.send(in + first(q) * element, (first(q + 1) - first(q)) * element, p, data_);
-      }
-      lock.unlock();
-      wait(what, requests, deadline, cancelled);
-    }
-    std::byte* mine_begin = out + first(me) * element;
-    const std::byte* my_input = in + first(me) * element;
-    sum_in_order(dtype, mine_begin, 0, my_count, [&](std::size_t w) {
-      return w == me ? my_input : scratch_.data() + w * my_count * element;
-    });
-    // All-gather of the reduced chunks, straight into place.
-    Requests requests(data_tag_);
-    std::unique_lock<std::mutex> lock(process_.mutex());
-    for (int p = 0; p < size_; ++p) {
-      if (p == rank_) continue;
-      const auto q = static_cast<std::size_t>(p);
-      requests.recv(out + first(q) * element, (first(q + 1) - first(q)) * element, p, data_);
-      requests.send(mine_begin, my_count * element, p, data_);
-    }
-    lock.unlock();
-    wait(what, requests, deadline, cancelled);
+    sum_scattered(what, sum, deadline, cancelled);
   }
 
   std::vector<std::vector<std::byte>> all_gather(const char* what, std::span<const std::byte> mine_bytes,
@@ -653,6 +586,98 @@ class MpiCrossWorker final : public CrossWorker {
       (void)text.release();
       keep_communicators_ = true;
     }
+  }
+
+  struct Sum {  // an all_reduce_sum's arguments
+    DType dtype;
+    std::size_t e;  // bytes per element
+    const std::byte* in;
+    std::byte* out;
+    std::size_t count;
+  };
+
+  // all_reduce below kDirectBytes: everyone's buffer to everyone, then the
+  // sum in worker order. Headers and buffers travel in one round, except
+  // buffers just above MPI's eager size, which follow the headers in
+  // eager-sized pieces.
+  void sum_direct(const char* what, const Header& mine, const Sum& sum, Clock::time_point deadline,
+                  FunctionRef<bool()> cancelled) {
+    const auto m = static_cast<std::size_t>(size_);
+    const auto me = static_cast<std::size_t>(rank_);
+    const std::size_t bytes = sum.count * sum.e;
+    std::vector<Header> all(m);
+    all[me] = mine;
+    scratch_.resize(m * bytes);
+    Requests requests(data_tag_);
+    const bool chunked = bytes > kEagerBytes && bytes <= kChunkedBytes;
+    if (chunked) {
+      // First the headers (so that every worker cuts the same chunks), then
+      // messages small enough for MPI's eager protocol.
+      exchange_headers(what, mine, deadline, cancelled);
+      std::lock_guard<std::mutex> lock(process_.mutex());
+      for (int p = 0; p < size_; ++p) {
+        if (p == rank_) continue;
+        for (std::size_t at = 0; at < bytes; at += kEagerBytes) {
+          const std::size_t n = std::min(kEagerBytes, bytes - at);
+          requests.recv(scratch_.data() + static_cast<std::size_t>(p) * bytes + at, n, p, data_);
+          requests.send(sum.in + at, n, p, data_);
+        }
+      }
+    } else {
+      // One round: the headers and the buffers at once. A peer's larger
+      // buffer is cut to this worker's size (MPI reports the truncation;
+      // the headers name the mismatch).
+      std::lock_guard<std::mutex> lock(process_.mutex());
+      post_headers(mine, all, requests);
+      for (int p = 0; p < size_; ++p) {
+        if (p == rank_) continue;
+        requests.recv(scratch_.data() + static_cast<std::size_t>(p) * bytes, bytes, p, data_);
+        requests.send(sum.in, bytes, p, data_);
+      }
+    }
+    wait(what, requests, deadline, cancelled);
+    if (!chunked) check_headers(what, all);
+    sum_in_order(sum.dtype, sum.out, 0, sum.count,
+                 [&](std::size_t w) { return w == me ? sum.in : scratch_.data() + w * bytes; });
+  }
+
+  // all_reduce from kDirectBytes, after the header exchange: reduce-scatter
+  // (worker w sums elements [w*count/M, (w+1)*count/M) of every buffer, in
+  // worker order) then all-gather of the sums, straight into place.
+  void sum_scattered(const char* what, const Sum& sum, Clock::time_point deadline, FunctionRef<bool()> cancelled) {
+    const auto m = static_cast<std::size_t>(size_);
+    const auto me = static_cast<std::size_t>(rank_);
+    const std::size_t e = sum.e;
+    auto first = [&](std::size_t w) { return sum.count * w / m; };
+    const std::size_t my_count = first(me + 1) - first(me);
+    scratch_.resize(m * my_count * e);
+    {
+      Requests requests(data_tag_);
+      std::unique_lock<std::mutex> lock(process_.mutex());
+      for (int p = 0; p < size_; ++p) {
+        if (p == rank_) continue;
+        const auto q = static_cast<std::size_t>(p);
+        requests.recv(scratch_.data() + q * my_count * e, my_count * e, p, data_);
+        requests.send(sum.in + first(q) * e, (first(q + 1) - first(q)) * e, p, data_);
+      }
+      lock.unlock();
+      wait(what, requests, deadline, cancelled);
+    }
+    std::byte* mine_begin = sum.out + first(me) * e;
+    const std::byte* my_input = sum.in + first(me) * e;
+    sum_in_order(sum.dtype, mine_begin, 0, my_count, [&](std::size_t w) {
+      return w == me ? my_input : scratch_.data() + w * my_count * e;
+    });
+    Requests requests(data_tag_);
+    std::unique_lock<std::mutex> lock(process_.mutex());
+    for (int p = 0; p < size_; ++p) {
+      if (p == rank_) continue;
+      const auto q = static_cast<std::size_t>(p);
+      requests.recv(sum.out + first(q) * e, (first(q + 1) - first(q)) * e, p, data_);
+      requests.send(mine_begin, my_count * e, p, data_);
+    }
+    lock.unlock();
+    wait(what, requests, deadline, cancelled);
   }
 
   // Requests of one step and the peer each one talks to (posted with the
