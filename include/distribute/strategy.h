@@ -230,6 +230,8 @@ class Strategy {
   // Every worker's `value` joined along `axis` (sizes may differ), in
   // worker order; `what` names the call in errors.
   Tensor gather_over_workers(const Tensor& value, int axis, const char* what = "gather");
+  // The chief's `text` on every worker (the others' `text` is not sent).
+  std::string text_from_chief(const std::string& text, const char* what);
   // MultiWorkerMirroredStrategy's end: tells the other workers this one
   // left and closes the channel (later uses raise FailedPreconditionError).
   void leave_workers() noexcept;

@@ -428,18 +428,6 @@ std::vector<std::byte> read_file(const std::string& path) {
   return data;
 }
 
-Tensor text_tensor(const std::string& text) {
-  std::vector<std::int32_t> codes(text.begin(), text.end());
-  const auto n = static_cast<std::int64_t>(codes.size());
-  return Tensor(std::move(codes), Shape{n});
-}
-
-std::string tensor_text(const Tensor& t) {
-  std::string text;
-  for (const std::int32_t c : t.data<std::int32_t>()) text += static_cast<char>(c);
-  return text;
-}
-
 }  // namespace
 
 // ---- Checkpoint ----
@@ -581,17 +569,15 @@ std::string Checkpoint::save(const std::string& directory) {
   if (strategy.num_workers() > 1) {
     // Every worker returns after the chief's commit, with its number, or
     // raises the chief's error.
-    const Tensor status = strategy.broadcast_from_chief(
-        Tensor(std::vector<std::int64_t>{failure ? static_cast<std::int64_t>(code) : 0,
-                                         static_cast<std::int64_t>(number), static_cast<std::int64_t>(message.size())},
-               Shape{3}));
+    const Tensor status = strategy.broadcast_from_chief(Tensor(
+        std::vector<std::int64_t>{failure ? static_cast<std::int64_t>(code) : 0, static_cast<std::int64_t>(number)},
+        Shape{2}));
     const auto s = status.data<std::int64_t>();
     if (s[0] != 0) {
-      const Tensor text = strategy.broadcast_from_chief(
-          strategy.is_chief() ? text_tensor(message) : Tensor::zeros(DType::kInt32, Shape{s[2]}));
+      // The chief's error message itself, as text.
+      const std::string text = strategy.text_from_chief(message, "checkpoint save (the chief's error)");
       if (failure) std::rethrow_exception(failure);
-      throw_error(static_cast<ErrorCode>(s[0]),
-                  "the chief (worker 0) could not save the checkpoint: " + tensor_text(text));
+      throw_error(static_cast<ErrorCode>(s[0]), "the chief (worker 0) could not save the checkpoint: " + text);
     }
     number = static_cast<std::uint64_t>(s[1]);
   }

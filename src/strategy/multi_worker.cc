@@ -71,6 +71,17 @@ Tensor Strategy::gather_over_workers(const Tensor& value, int axis, const char* 
                                        never);
 }
 
+std::string Strategy::text_from_chief(const std::string& text, const char* what) {
+  if (cross_worker_ == nullptr) return text;
+  // An all_gather, as the sizes differ: only the chief's (worker 0's) bytes
+  // are sent, the others send none.
+  const std::string_view mine = cross_worker_->worker_index() == 0 ? std::string_view(text) : std::string_view();
+  const auto all = cross_worker_->all_gather(
+      what, std::span<const std::byte>(reinterpret_cast<const std::byte*>(mine.data()), mine.size()),
+      deadline_of(communication_options_), never);
+  return std::string(reinterpret_cast<const char*>(all[0].data()), all[0].size());
+}
+
 void Strategy::check_same_on_workers(const std::string& what, const std::string& description) {
   if (cross_worker_ == nullptr) return;
   const auto* bytes = reinterpret_cast<const std::byte*>(description.data());

@@ -508,6 +508,37 @@ TEST(MultiWorker, CheckpointIsWrittenByTheChiefAndRestoredOnEveryWorker) {
   if (s.is_chief()) std::filesystem::remove_all(dir);
 }
 
+// The chief's failure to save reaches every worker as its error code and
+// its own message.
+TEST(MultiWorker, TheChiefsSaveErrorIsRaisedOnEveryWorkerWithItsMessage) {
+  MultiWorkerMirroredStrategy& s = strategy();
+  std::optional<Checkpoint> ckpt;
+  std::optional<Variable> v;
+  {
+    auto scope = s.scope();
+    ckpt.emplace();
+    VariableOptions options;
+    options.name = "v_for_the_failed_save";
+    v.emplace(Tensor{1.f}, options);
+  }
+  ckpt->track("v", *v);  // (a checkpoint's strategy is its variables')
+  const std::string missing = "/nonexistent/distribute-mw-ckpt";
+  try {
+    ckpt->save(missing);
+    ADD_FAILURE() << "save into a missing directory returned on worker " << s.worker_index();
+  } catch (const Error& e) {
+    const std::string what = e.what();
+    EXPECT_THAT(what, HasSubstr("Checkpoint::save: directory"));
+    EXPECT_THAT(what, HasSubstr(missing));
+    if (!s.is_chief()) {
+      EXPECT_THAT(what, HasSubstr("the chief (worker 0) could not save the checkpoint: ")) << "worker " << s.worker_index();
+    }
+  }
+  // The workers are still in step.
+  auto ok = s.run([] { return get_replica_context()->all_reduce(ReduceOp::SUM, Tensor{1.f}); });
+  EXPECT_EQ(ok[0], Tensor{static_cast<float>(s.num_replicas_in_sync())});
+}
+
 TEST(MultiWorker, DifferentVariablesOnTheWorkersAreNamed) {
   MultiWorkerMirroredStrategy& s = strategy();
   auto scope = s.scope();
