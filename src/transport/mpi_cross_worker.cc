@@ -588,14 +588,6 @@ class MpiCrossWorker final : public CrossWorker {
     }
   }
 
-  struct Sum {  // an all_reduce_sum's arguments
-    DType dtype;
-    std::size_t e;  // bytes per element
-    const std::byte* in;
-    std::byte* out;
-    std::size_t count;
-  };
-
   // all_reduce below kDirectBytes: everyone's buffer to everyone, then the
   // sum in worker order. Headers and buffers travel in one round, except
   // buffers just above MPI's eager size, which follow the headers in

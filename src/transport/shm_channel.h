@@ -113,13 +113,6 @@ class ShmChannel {
 
  private:
   struct Control;
-  struct Sum {  // an all_reduce_sum's arguments
-    DType dtype;
-    std::size_t e;  // bytes per element
-    const std::byte* in;
-    std::byte* out;
-    std::size_t count;
-  };
   ShmChannel(std::string name, int fd, int rank, int size, std::size_t slot_bytes, bool owner);
 
   Control& control(int worker) const;

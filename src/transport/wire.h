@@ -4,9 +4,12 @@
 // WorkersMismatchError on every worker.
 #pragma once
 
+#include <cstddef>
 #include <cstdint>
 #include <string>
 #include <vector>
+
+#include "distribute/types.h"
 
 namespace distribute::internal {
 
@@ -22,6 +25,17 @@ struct Header {
   std::uint32_t dtype = 0;
   std::uint64_t count = 0;  // all_reduce: elements; all_gather: this worker's bytes; broadcast: bytes
   std::int64_t root = -1;   // broadcast
+};
+
+// An all_reduce_sum's arguments, as a transport hands them to its
+// algorithms: `count` elements of `dtype` (`e` bytes each) at `in`, summed
+// into `out` (which may be `in`).
+struct Sum {
+  DType dtype;
+  std::size_t e;
+  const std::byte* in;
+  std::byte* out;
+  std::size_t count;
 };
 
 // Raises WorkersMismatchError (the same on every worker: each compares
