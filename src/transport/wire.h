@@ -1,7 +1,8 @@
 // What every cross-worker collective exchanges first, whatever carries it
 // (MPI messages, or the host's shared-memory segment): a Header per worker,
 // compared with worker 0's so that mismatched calls raise the same
-// WorkersMismatchError on every worker.
+// WorkersMismatchError on every worker; and an all_reduce_sum's arguments
+// as both transports pass them to their algorithms.
 #pragma once
 
 #include <cstddef>
