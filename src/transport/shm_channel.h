@@ -146,7 +146,10 @@ class ShmChannel {
   std::byte* base_ = nullptr;
   bool owner_ = false;  // created the name (unlinks it)
   std::uint64_t barrier_ = 0;  // the last barrier this worker arrived at
-  std::vector<std::byte> scratch_;  // a share's sum (the collectives run on one thread at a time)
+  // Reused by every call (the collectives run on one thread at a time):
+  std::vector<std::byte> scratch_;         // a share's sum
+  std::vector<const std::byte*> ins_;      // the inputs of a sum, per worker
+  mutable std::vector<Header> headers_;    // every worker's header of a barrier
   std::vector<int> pidfds_;    // per worker; -1: none (itself, or kill(pid, 0) instead)
   mutable std::mutex state_mutex_;
   bool posted_ = false;       // this worker's state left kAlive; guarded by state_mutex_
