@@ -41,12 +41,32 @@ namespace dist = distribute;
 
 namespace {
 
+// Python objects whose last C++ reference was dropped by this thread while
+// it waited in a ReleaseGil (e.g. a wrapped array that a collective kept
+// until its next call): deleted when the ReleaseGil takes the GIL back.
+// Taking the GIL inside the wait instead would put the thread to sleep
+// behind another replica's Python code.
+thread_local int t_gil_released = 0;
+thread_local std::vector<std::pair<void*, void (*)(void*)>> t_deferred_deletes;
+
+void run_deferred_deletes() {
+  while (!t_deferred_deletes.empty()) {
+    auto [p, del] = t_deferred_deletes.back();
+    t_deferred_deletes.pop_back();
+    del(p);
+  }
+}
+
 // A Python object kept by C++: released under the GIL (leaked during
 // interpreter finalization, when taking the GIL is no longer possible).
 template <class T>
 std::shared_ptr<T> keep(T* object) {
   return std::shared_ptr<T>(object, [](T* p) {
     if (Py_IsInitialized() == 0 || _Py_IsFinalizing() != 0) return;  // leak: the interpreter is gone
+    if (t_gil_released > 0) {
+      t_deferred_deletes.emplace_back(p, [](void* q) { delete static_cast<T*>(q); });
+      return;
+    }
     py::gil_scoped_acquire gil;
     delete p;
   });
@@ -90,20 +110,39 @@ class PythonError : public std::exception {
 // thread holds the GIL yields for up to kGilHandOff first, until that one
 // releases it, and then usually takes a free GIL without sleeping.
 // g_replica_gil_holders counts the replica threads holding the GIL as this
-// module sees it: inside a replica function, less those inside one of its
-// calls that released the GIL (ReleaseGil, which every binding uses). A
-// thread whose Python code releases the GIL elsewhere (numpy, torch,
-// time.sleep) still counts: then the others yield the whole kGilHandOff
-// before sleeping as before.
+// module sees it, or about to take it: inside a replica function, less those
+// inside one of its calls that released the GIL (ReleaseGil, which every
+// binding uses). A thread whose Python code releases the GIL elsewhere
+// (numpy, torch, time.sleep) still counts: then the others yield the whole
+// kGilHandOff before sleeping as before.
 std::atomic<int> g_replica_gil_holders{0};
 thread_local int t_replica_depth = 0;  // replica functions running on this thread
 constexpr auto kGilHandOff = std::chrono::microseconds(30);
 
-// Counts this thread among the GIL's holders while a replica function runs.
+// Counts this thread among the GIL's holders, claimed before taking it:
+// another replica thread taking the GIL at the same moment sees the claim
+// and yields, rather than finding the count still 0, blocking in
+// PyEval_RestoreThread behind this one and sleeping in the kernel (which
+// made a context switch of every other collective).
+void claim_gil_turn() {
+  const auto until = std::chrono::steady_clock::now() + kGilHandOff;
+  int free = 0;
+  while (!g_replica_gil_holders.compare_exchange_weak(free, 1, std::memory_order_relaxed)) {
+    free = 0;
+    if (std::chrono::steady_clock::now() >= until) {
+      g_replica_gil_holders.fetch_add(1, std::memory_order_relaxed);
+      return;
+    }
+    std::this_thread::yield();
+  }
+}
+
+// Counts this thread among the GIL's holders while a replica function runs
+// (made before taking the GIL).
 struct ReplicaGilHolder {
   ReplicaGilHolder() {
     ++t_replica_depth;
-    g_replica_gil_holders.fetch_add(1, std::memory_order_relaxed);
+    claim_gil_turn();
   }
   ~ReplicaGilHolder() {
     g_replica_gil_holders.fetch_sub(1, std::memory_order_relaxed);
@@ -119,17 +158,14 @@ class ReleaseGil {
  public:
   ReleaseGil() : counted_(t_replica_depth > 0) {
     state_ = PyEval_SaveThread();
+    ++t_gil_released;
     if (counted_) g_replica_gil_holders.fetch_sub(1, std::memory_order_relaxed);
   }
   ~ReleaseGil() {
-    if (counted_) {
-      const auto until = std::chrono::steady_clock::now() + kGilHandOff;
-      while (g_replica_gil_holders.load(std::memory_order_relaxed) > 0 && std::chrono::steady_clock::now() < until) {
-        std::this_thread::yield();
-      }
-    }
+    if (counted_) claim_gil_turn();
     PyEval_RestoreThread(state_);
-    if (counted_) g_replica_gil_holders.fetch_add(1, std::memory_order_relaxed);
+    --t_gil_released;
+    run_deferred_deletes();
   }
   ReleaseGil(const ReleaseGil&) = delete;
   ReleaseGil& operator=(const ReleaseGil&) = delete;
@@ -230,8 +266,8 @@ struct Interruptible {
 // Runs a replica function under the GIL, its thread known to
 // interrupt_replicas() meanwhile.
 void call_replica_function(const py::function& f, int replica, bool from_main_thread) {
+  ReplicaGilHolder holder;
   with_gil([&] {
-    ReplicaGilHolder holder;
     if (!from_main_thread) {
       f(replica);
       return;
@@ -783,6 +819,26 @@ PYBIND11_MODULE(_core, m) {
     ReleaseGil nogil;
     return ctx.all_reduce(reduce_op(op), values, options);
   });
+  // all_reduce of one numpy array, the common case (a gradient), wrapped
+  // here rather than by Python's convert(): None when the array needs
+  // convert's handling (a copy of strided or non-native-order input, or its
+  // error for an unsupported dtype).
+  m.def("all_reduce_array",
+        [](const std::string& op, const py::buffer& array,
+           std::optional<double> timeout) -> std::optional<dist::Tensor> {
+          std::optional<dist::Tensor> value;
+          try {
+            value.emplace(wrap_buffer(array));
+          } catch (const dist::InvalidArgumentError&) {
+            return std::nullopt;
+          }
+          dist::ReplicaContext& ctx = dist::current_replica_context();
+          dist::CommunicationOptions options;
+          options.timeout_seconds = timeout;
+          Interruptible interruptible;
+          ReleaseGil nogil;
+          return ctx.all_reduce(reduce_op(op), *value, options);
+        });
   // all_reduce_in_place's whole call (C-contiguous writable buffers): the
   // buffers are donated, and those not reduced in place receive their
   // result here, after a barrier when other local replicas may still read

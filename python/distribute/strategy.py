@@ -4,6 +4,8 @@ and input_lib.py), over the C++ core."""
 import threading
 import weakref
 
+import numpy as np
+
 from . import _core, _nest
 from ._tensor import _NUMPY_DTYPES, Tensor, convert
 from .data import Dataset, _pack, _track
@@ -354,9 +356,13 @@ class ReplicaContext:
     """SUM or MEAN of ``value`` (a tensor, array or nested structure of
     them) over the replicas; every replica gets the result."""
     op = ReduceOp.of(reduce_op).value
+    timeout = getattr(options, "timeout_seconds", None)
+    if type(value) is np.ndarray:  # one array: wrapped in C++ (a few microseconds less per call)
+      result = _core.all_reduce_array(op, value, timeout)
+      if result is not None:
+        return result
     leaves = _nest.flatten(value)
     tensors = [convert(v) for v in leaves]
-    timeout = getattr(options, "timeout_seconds", None)
     return _nest.pack_as(value, _core.all_reduce(op, tensors, timeout))
 
   def all_reduce_in_place(self, reduce_op, value, options=None):

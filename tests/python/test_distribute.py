@@ -4,6 +4,7 @@ collectives, datasets, errors and the bad inputs users make."""
 import threading
 import time
 import traceback
+import weakref
 
 import numpy as np
 import pytest
@@ -264,6 +265,53 @@ def test_all_reduce_all_gather_merge_call(two):
     np.testing.assert_array_equal(np.asarray(b.values[r]), [2])
     np.testing.assert_array_equal(np.asarray(g.values[r]), [0, 0, 1, 1])
     assert float(m.values[r]) == 3.0
+
+
+def test_all_reduce_of_one_array_any_layout_and_its_errors(two):
+  # One array takes a shorter path (wrapped in C++); strided and
+  # non-native-order arrays, and bad dtypes, still get convert()'s handling.
+  def step(layout):
+    ctx = dist.get_replica_context()
+    r = ctx.replica_id_in_sync_group
+    base = np.arange(8, dtype=np.float64).reshape(2, 4) * (r + 1)
+    value = {"contiguous": base, "strided": base[:, ::2], "big-endian": base.astype(">f8"),
+             "mean": base}[layout]
+    return ctx.all_reduce("mean" if layout == "mean" else dist.ReduceOp.SUM, value)
+
+  base = np.arange(8, dtype=np.float64).reshape(2, 4)
+  expected = {"contiguous": 3 * base, "strided": 3 * base[:, ::2], "big-endian": 3 * base, "mean": 1.5 * base}
+  for layout, want in expected.items():
+    out = two.run(step, args=(layout,))
+    for r in range(2):
+      got = np.asarray(out.values[r])
+      assert got.dtype == np.float64
+      np.testing.assert_array_equal(got, want)
+  with pytest.raises(errors.InvalidArgumentError, match="supported dtypes.*got dtype bool"):
+    two.run(lambda: dist.get_replica_context().all_reduce("sum", np.ones(3, np.bool_)))
+  with pytest.raises(errors.InvalidArgumentError, match="expected ReduceOp"):
+    two.run(lambda: dist.get_replica_context().all_reduce("max", np.ones(3, np.float32)))
+
+
+def test_arrays_wrapped_by_all_reduce_are_released(two):
+  # The collective keeps its inputs for two calls; the last reference is
+  # then dropped on a replica thread inside a wait, and the array released
+  # once that thread has the GIL again.
+  released = []
+
+  def step():
+    ctx = dist.get_replica_context()
+    first = np.ones(1 << 16, np.float32)
+    weakref.finalize(first, released.append, ctx.replica_id_in_sync_group)
+    ctx.all_reduce("sum", first)
+    del first
+    for _ in range(3):
+      ctx.all_reduce("sum", np.ones(4, np.float32))
+    return len(released)
+
+  out = two.run(step)
+  # Each replica's own array is gone by its third following call.
+  assert sorted(released) == [0, 1]
+  assert all(int(v) >= 1 for v in out.values)
 
 
 def test_in_place_all_reduce_writes_the_callers_arrays(two):
