@@ -38,6 +38,7 @@ packages=(
   python3-dev pybind11-dev python3-numpy python3-pytest  # the Python package (python/) and its pytest suite, for /usr/bin/python3
   libdlpack-dev                  # the DLPack ABI (header only) of Tensor.__dlpack__ (python/_core.cc)
   python3-torch                  # the PyTorch example (examples/python/torch_digits.py) and its test
+  iproute2 util-linux            # tests/net/: ip netns, veth, bridge; unshare for each host's name
   clang-14 libclang-rt-14-dev    # fuzz/ (scripts/fuzz.sh): clang++-14 and its libFuzzer, ASan and UBSan runtimes
 )
 if ((bench_peers)); then

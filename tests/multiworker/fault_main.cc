@@ -9,10 +9,18 @@
 //          (mpirun, or worker 0's deadline, whichever comes first);
 //   exit   worker 1's program ends early (its strategy is destroyed): worker
 //          0 raises UnavailableError naming worker 1 at once.
-// Worker 0 prints "worker 0: <ErrorType> after <ms> ms: <message>".
+//   loop   any number of workers: after printing "worker <w>: ready
+//          (segment yes|no)", every worker runs an all_reduce every 20 ms
+//          for up to 60 s (collective timeout 3 s) until one raises; the
+//          network tests (tests/net/run_net.sh) cut a host's link or kill
+//          its processes meanwhile.
+// Worker 0 prints "worker 0: <ErrorType> after <ms> ms: <message>" (in loop
+// mode every worker does, <ms> counted from the start of the all_reduce that
+// raised).
 #include <chrono>
 #include <csignal>
 #include <cstring>
+#include <fstream>
 #include <iostream>
 #include <memory>
 #include <stdexcept>
@@ -23,12 +31,56 @@
 
 namespace dist = distribute;
 
+namespace {
+
+bool segment_mapped() {
+  std::ifstream maps("/proc/self/maps");
+  std::string line;
+  while (std::getline(maps, line)) {
+    if (line.find("/dev/shm/distribute-") != std::string::npos) return true;
+  }
+  return false;
+}
+
+int loop() {
+  dist::MultiWorkerOptions options;
+  options.communication.timeout_seconds = 3.0;
+  dist::MultiWorkerMirroredStrategy strategy(options);
+  const int w = strategy.worker_index();
+  strategy.run([] { dist::get_replica_context()->all_reduce(dist::ReduceOp::SUM, dist::Tensor{1.f}); });
+  std::cout << "worker " << w << ": ready (segment " << (segment_mapped() ? "yes" : "no") << ")" << std::endl;
+  const auto end = std::chrono::steady_clock::now() + std::chrono::seconds(60);
+  const float expected = static_cast<float>(strategy.num_replicas_in_sync());
+  while (std::chrono::steady_clock::now() < end) {
+    const auto start = std::chrono::steady_clock::now();
+    try {
+      auto out = strategy.run(
+          [] { return dist::get_replica_context()->all_reduce(dist::ReduceOp::SUM, dist::Tensor{1.f}); });
+      if (strategy.experimental_local_results(out)[0].data<float>()[0] != expected) {
+        std::cout << "worker " << w << ": wrong sum" << std::endl;
+        return 1;
+      }
+    } catch (const dist::Error& e) {
+      const auto ms = std::chrono::duration_cast<std::chrono::milliseconds>(std::chrono::steady_clock::now() - start);
+      std::cout << "worker " << w << ": " << dist::error_code_name(e.code()) << " after " << ms.count()
+                << " ms: " << e.what() << std::endl;
+      return 3;
+    }
+    std::this_thread::sleep_for(std::chrono::milliseconds(20));
+  }
+  std::cout << "worker " << w << ": no error in 60 s" << std::endl;
+  return 0;
+}
+
+}  // namespace
+
 int main(int argc, char** argv) {
   const std::string mode = argc > 1 ? argv[1] : "";
-  if (mode != "throw" && mode != "stuck" && mode != "kill" && mode != "exit") {
-    std::cerr << "usage: multi_worker_fault throw|stuck|kill|exit\n";
+  if (mode != "throw" && mode != "stuck" && mode != "kill" && mode != "exit" && mode != "loop") {
+    std::cerr << "usage: multi_worker_fault throw|stuck|kill|exit|loop\n";
     return 2;
   }
+  if (mode == "loop") return loop();
   dist::MultiWorkerOptions options;
   options.communication.timeout_seconds = mode == "kill" ? 10.0 : 2.0;
   auto owned = std::make_unique<dist::MultiWorkerMirroredStrategy>(options);

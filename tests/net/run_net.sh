@@ -1,0 +1,161 @@
+#!/usr/bin/env bash
+# Multi-host tests without hosts: 2 or 3 "hosts" are network namespaces on a
+# bridge (its own namespace), each with its own address (10.231.0.<h+1>/24)
+# and host name (a UTS namespace per process), and one job runs across them
+# under mpirun over Open MPI's TCP transport (btl self,tcp): no shared
+# memory between the hosts, and the library itself must decide the same
+# (the workers print whether they mapped its segment). There is no ssh:
+# mpirun starts its remote daemons through a launch agent that runs the
+# command inside the host's namespace (--mca plm_rsh_agent). The test
+# creates its namespaces and removes them (and every process left in them)
+# when it ends; traffic stays on the namespaces' own addresses.
+#
+# Usage: run_net.sh <mpiexec> <bin dir> <case> [hosts]
+#   bin dir: where multi_worker_tests, multi_worker_fault and
+#   multi_worker_lifecycle are (the build's tests/ directory).
+#   cases:
+#     collectives   the multi-worker test suite across the hosts (exact sums
+#                   of every size class and dtype, datasets, variables,
+#                   checkpoints, training steps against the in-process
+#                   result), one worker per host
+#     link_down     a host's link goes down mid-run: every other worker
+#                   raises DeadlineExceededError or UnavailableError naming
+#                   worker 1 within the 3 s collective deadline (+2 s)
+#     kill_host     host 1's worker is killed (SIGKILL) mid-run
+#     kill_daemon   every process of host 1 is killed, Open MPI's daemon too
+#                   In both, Open MPI itself ends the job (mpirun when its
+#                   process or daemon dies; the TCP transport aborts the
+#                   survivors when their connection to it breaks), before the
+#                   survivors' deadline: the job must end with a non-zero
+#                   status within 20 s, not hang. (Over the shared-memory
+#                   segment on one host, the survivors name the dead worker
+#                   instead: multi_worker_fault_kill_detect.)
+#     never_starts  worker 1 starts 6 s late (its program sleeps before
+#                   creating the strategy): worker 0 raises
+#                   DeadlineExceededError naming worker 1 by its 2 s
+#                   start-up timeout (2 to 5 s)
+# Exits 77 (CTest's skip) with a message where `ip netns` is not permitted.
+set -u
+mpiexec=$1 bin=$2 case=$3 hosts=${4:-2}
+skip() { echo "SKIPPED: $*"; exit 77; }
+fail() { echo "FAIL ($case, $hosts hosts): $*"; exit 1; }
+[ "$(id -u)" -eq 0 ] || skip "network namespaces need root (ip netns add)"
+command -v ip >/dev/null || skip "the ip command (iproute2) is not installed"
+command -v unshare >/dev/null || skip "unshare (util-linux) is not installed"
+
+tag="dn$$"
+work=$(mktemp -d)
+cleanup() {
+  for ns in $(ip netns list 2>/dev/null | awk '{print $1}' | grep "^${tag}"); do
+    for pid in $(ip netns pids "$ns" 2>/dev/null); do kill -9 "$pid" 2>/dev/null; done
+  done
+  sleep 0.2
+  for ns in $(ip netns list 2>/dev/null | awk '{print $1}' | grep "^${tag}"); do ip netns del "$ns" 2>/dev/null; done
+  rm -rf "$work"
+}
+trap cleanup EXIT
+ip netns add "${tag}sw" 2>/dev/null || skip "this machine does not permit ip netns add"
+ip -n "${tag}sw" link add br0 type bridge 2>/dev/null || skip "this machine does not permit a bridge device"
+ip -n "${tag}sw" link set br0 up || fail "bridge up"
+addr() { echo "10.231.0.$(($1 + 1))"; }
+host_list=""
+for h in $(seq 0 $((hosts - 1))); do
+  ns="${tag}h$h"
+  ip netns add "$ns" || fail "ip netns add $ns"
+  ip link add "${tag}a$h" type veth peer name "${tag}b$h" 2>/dev/null || skip "this machine does not permit veth pairs"
+  ip link set "${tag}a$h" netns "$ns" && ip link set "${tag}b$h" netns "${tag}sw" || fail "veth into namespaces"
+  ip -n "$ns" link set "${tag}a$h" name eth0 || fail "rename"
+  ip -n "$ns" addr add "$(addr "$h")/24" dev eth0 || fail "address"
+  ip -n "$ns" link set eth0 up && ip -n "$ns" link set lo up || fail "links up"
+  ip -n "${tag}sw" link set "${tag}b$h" master br0 && ip -n "${tag}sw" link set "${tag}b$h" up || fail "bridge port"
+  host_list+="${host_list:+,}$(addr "$h"):1"
+done
+# The launch agent: "agent HOST command..." runs the command (a shell
+# string, as ssh would) inside HOST's namespace, under its host name.
+cat >"$work/agent" <<AGENT
+#!/bin/sh
+host="\$1"; shift
+h=\${host##*.}; h=\$((h - 1))
+exec ip netns exec "${tag}h\$h" unshare --uts sh -c "hostname host\$h; \$*"
+AGENT
+chmod +x "$work/agent"
+flags=(-np "$hosts" --host "$host_list" --mca plm_rsh_agent "$work/agent"
+       --mca oob_tcp_if_include 10.231.0.0/24 --mca btl self,tcp --mca btl_tcp_if_include 10.231.0.0/24
+       --mca pml ob1)
+for v in ASAN_OPTIONS UBSAN_OPTIONS TSAN_OPTIONS; do [ -n "${!v:-}" ] && flags+=(-x "$v"); done
+export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1
+# Runs mpirun on host 0 (under its host name), output to $work/out.
+launch() {
+  ip netns exec "${tag}h0" unshare --uts sh -c 'hostname host0; exec "$@"' sh \
+    timeout 90 "$mpiexec" "${flags[@]}" "$@" >"$work/out" 2>&1
+}
+# Waits up to $1 s for $2 lines matching $3 in the output.
+wait_for() {
+  local end=$((SECONDS + $1))
+  while [ "$SECONDS" -lt "$end" ]; do
+    [ "$(grep -cE "$3" "$work/out" 2>/dev/null)" -ge "$2" ] && return 0
+    sleep 0.1
+  done
+  return 1
+}
+show() { echo "--- job output"; cat "$work/out"; echo "---"; }
+# Every worker but 1 raised DeadlineExceededError or UnavailableError
+# naming worker 1 within `bound` ms of its all_reduce's start.
+expect_blame() {
+  local bound=$1 w line ms
+  for w in $(seq 0 $((hosts - 1))); do
+    [ "$w" -eq 1 ] && continue
+    line=$(grep -E "^worker $w: (DEADLINE_EXCEEDED|UNAVAILABLE) after" "$work/out" | head -n 1)
+    [ -n "$line" ] || { show; fail "worker $w did not raise DeadlineExceededError or UnavailableError"; }
+    grep -qE "worker\(s\) \[1\]|worker 1" <<<"$line" || { show; fail "worker $w's error does not name worker 1: $line"; }
+    ms=$(sed -n 's/^worker [0-9]*: [A-Z_]* after \([0-9]*\) ms.*/\1/p' <<<"$line")
+    [ "$ms" -lt "$bound" ] || { show; fail "worker $w raised after $ms ms (bound $bound ms)"; }
+  done
+}
+expect_no_segment() {
+  [ "$(grep -c 'ready (segment no)' "$work/out")" -eq "$hosts" ] || { show; fail "expected $hosts workers ready without the shared-memory segment"; }
+}
+
+case $case in
+  collectives)
+    launch "$bin/multi_worker_tests" --local_replicas=1 \
+      --gtest_filter=-MultiWorker.TheHostsWorkersShareAMappedSegmentWithoutAName
+    status=$?
+    show
+    [ "$status" -eq 0 ] || fail "the test suite across the hosts ended with status $status"
+    ;;
+  link_down|kill_host|kill_daemon)
+    launch "$bin/multi_worker_fault" loop &
+    job=$!
+    wait_for 60 "$hosts" ": ready " || { show; fail "the workers did not start"; }
+    expect_no_segment
+    sleep 1
+    case $case in
+      link_down) ip -n "${tag}h1" link set eth0 down || fail "link down" ;;
+      kill_host|kill_daemon)
+        for pid in $(ip netns pids "${tag}h1"); do
+          # kill_host: the worker only, not the daemon nor the launch agent's shell.
+          case $case:$(cat "/proc/$pid/comm" 2>/dev/null) in kill_daemon:*|kill_host:multi_worker*) kill -9 "$pid" ;; esac
+        done
+        start=$SECONDS
+        wait "$job"
+        status=$?
+        show
+        [ "$status" -ne 0 ] || fail "the job ended with status 0 after a host's processes were killed"
+        [ $((SECONDS - start)) -lt 20 ] || fail "the job took $((SECONDS - start)) s to end"
+        echo "PASS ($case, $hosts hosts)"
+        exit 0 ;;
+    esac
+    wait_for 20 $((hosts - 1)) ": (DEADLINE_EXCEEDED|UNAVAILABLE) after" || { show; fail "the other workers did not raise within 20 s"; }
+    expect_blame 5000
+    show
+    kill "$job" 2>/dev/null
+    ;;
+  never_starts)
+    launch "$bin/multi_worker_lifecycle" late_hello
+    show
+    grep -q "worker 0: PASS late_hello" "$work/out" || fail "worker 0 did not raise DeadlineExceededError naming worker 1 in 2 to 5 s"
+    ;;
+  *) fail "unknown case" ;;
+esac
+echo "PASS ($case, $hosts hosts)"
