@@ -50,6 +50,7 @@ int main(int argc, char** argv) {
     std::printf("cross-worker all_reduce, %d workers x 1 replica, float32 SUM; medians of %d interleaved batches\n",
                 size, kRepetitions);
     std::printf("%-10s %14s %14s %10s\n", "size", "MPI_Allreduce", "all_reduce", "overhead");
+    std::fflush(stdout);
   }
   // Sizes in bytes from the command line, else 4 KiB, 256 KiB, 4 MiB, 64 MiB.
   std::vector<std::int64_t> sizes{4LL << 10, 256LL << 10, 4LL << 20, 64LL << 20};
@@ -57,7 +58,7 @@ int main(int argc, char** argv) {
   for (int i = 1; i < argc; ++i) sizes.push_back(std::atoll(argv[i]));
   for (std::int64_t bytes : sizes) {
     const std::int64_t count = bytes / 4;
-    const int calls = bytes <= (256 << 10) ? 2000 : bytes <= (4 << 20) ? 50 : 5;
+    const int max_calls = bytes <= (256 << 10) ? 2000 : bytes <= (4 << 20) ? 50 : 5;
     std::vector<float> raw(static_cast<std::size_t>(count), 1.f);
     const dist::Tensor input(std::vector<float>(static_cast<std::size_t>(count), static_cast<float>(rank + 1)),
                              dist::Shape{count});
@@ -68,6 +69,10 @@ int main(int argc, char** argv) {
       if (check.data<float>()[static_cast<std::size_t>(count - 1)] != static_cast<float>(size * (size + 1) / 2)) {
         throw std::logic_error("wrong all_reduce result");
       }
+      // At most max_calls a batch, fewer where one call is slow (a TCP link:
+      // bench/run_net_bench.sh): a batch of about 50 ms, at least 3 calls.
+      const double one = batch(1, [&] { ctx->all_reduce(dist::ReduceOp::SUM, input); });
+      const int calls = std::clamp(static_cast<int>(0.05 / std::max(one, 1e-9)), 3, max_calls);
       for (int rep = 0; rep < kRepetitions; ++rep) {
         mpi_times.push_back(batch(calls, [&] {
           MPI_Allreduce(MPI_IN_PLACE, raw.data(), static_cast<int>(count), MPI_FLOAT, MPI_SUM, MPI_COMM_WORLD);
@@ -78,6 +83,7 @@ int main(int argc, char** argv) {
     if (rank == 0) {
       const double m = median(mpi_times), l = median(lib_times);
       std::printf("%-10lld %11.1f us %11.1f us %9.2fx\n", static_cast<long long>(bytes), m * 1e6, l * 1e6, l / m);
+      std::fflush(stdout);
     }
   }
   return 0;

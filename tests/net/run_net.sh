@@ -1,14 +1,8 @@
 #!/usr/bin/env bash
-# Multi-host tests without hosts: 2 or 3 "hosts" are network namespaces on a
-# bridge (its own namespace), each with its own address (10.231.0.<h+1>/24)
-# and host name (a UTS namespace per process), and one job runs across them
-# under mpirun over Open MPI's TCP transport (btl self,tcp): no shared
-# memory between the hosts, and the library itself must decide the same
-# (the workers print whether they mapped its segment). There is no ssh:
-# mpirun starts its remote daemons through a launch agent that runs the
-# command inside the host's namespace (--mca plm_rsh_agent). The test
-# creates its namespaces and removes them (and every process left in them)
-# when it ends; traffic stays on the namespaces' own addresses.
+# Multi-host tests without hosts: 2 or 3 hosts made of network namespaces
+# (tests/net/hosts.sh), one job across them under mpirun over Open MPI's
+# TCP transport, no shared memory between them; the library must decide
+# the same (the workers print whether they mapped its segment).
 #
 # Usage: run_net.sh <mpiexec> <bin dir> <case> [hosts]
 #   bin dir: where multi_worker_tests, multi_worker_fault and
@@ -39,55 +33,13 @@ set -u
 mpiexec=$1 bin=$2 case=$3 hosts=${4:-2}
 skip() { echo "SKIPPED: $*"; exit 77; }
 fail() { echo "FAIL ($case, $hosts hosts): $*"; exit 1; }
-[ "$(id -u)" -eq 0 ] || skip "network namespaces need root (ip netns add)"
-command -v ip >/dev/null || skip "the ip command (iproute2) is not installed"
-command -v unshare >/dev/null || skip "unshare (util-linux) is not installed"
-
-tag="dn$$"
-work=$(mktemp -d)
-cleanup() {
-  for ns in $(ip netns list 2>/dev/null | awk '{print $1}' | grep "^${tag}"); do
-    for pid in $(ip netns pids "$ns" 2>/dev/null); do kill -9 "$pid" 2>/dev/null; done
-  done
-  sleep 0.2
-  for ns in $(ip netns list 2>/dev/null | awk '{print $1}' | grep "^${tag}"); do ip netns del "$ns" 2>/dev/null; done
-  rm -rf "$work"
-}
-trap cleanup EXIT
-ip netns add "${tag}sw" 2>/dev/null || skip "this machine does not permit ip netns add"
-ip -n "${tag}sw" link add br0 type bridge 2>/dev/null || skip "this machine does not permit a bridge device"
-ip -n "${tag}sw" link set br0 up || fail "bridge up"
-addr() { echo "10.231.0.$(($1 + 1))"; }
-host_list=""
-for h in $(seq 0 $((hosts - 1))); do
-  ns="${tag}h$h"
-  ip netns add "$ns" || fail "ip netns add $ns"
-  ip link add "${tag}a$h" type veth peer name "${tag}b$h" 2>/dev/null || skip "this machine does not permit veth pairs"
-  ip link set "${tag}a$h" netns "$ns" && ip link set "${tag}b$h" netns "${tag}sw" || fail "veth into namespaces"
-  ip -n "$ns" link set "${tag}a$h" name eth0 || fail "rename"
-  ip -n "$ns" addr add "$(addr "$h")/24" dev eth0 || fail "address"
-  ip -n "$ns" link set eth0 up && ip -n "$ns" link set lo up || fail "links up"
-  ip -n "${tag}sw" link set "${tag}b$h" master br0 && ip -n "${tag}sw" link set "${tag}b$h" up || fail "bridge port"
-  host_list+="${host_list:+,}$(addr "$h"):1"
-done
-# The launch agent: "agent HOST command..." runs the command (a shell
-# string, as ssh would) inside HOST's namespace, under its host name.
-cat >"$work/agent" <<AGENT
-#!/bin/sh
-host="\$1"; shift
-h=\${host##*.}; h=\$((h - 1))
-exec ip netns exec "${tag}h\$h" unshare --uts sh -c "hostname host\$h; \$*"
-AGENT
-chmod +x "$work/agent"
-flags=(-np "$hosts" --host "$host_list" --mca plm_rsh_agent "$work/agent"
-       --mca oob_tcp_if_include 10.231.0.0/24 --mca btl self,tcp --mca btl_tcp_if_include 10.231.0.0/24
-       --mca pml ob1)
-for v in ASAN_OPTIONS UBSAN_OPTIONS TSAN_OPTIONS; do [ -n "${!v:-}" ] && flags+=(-x "$v"); done
-export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1
+net_skip() { skip "$@"; }
+source "$(dirname "$0")/hosts.sh"
+net_hosts_up "$hosts" || fail "setting up $hosts hosts"
+tag=$net_tag work=$net_work
 # Runs mpirun on host 0 (under its host name), output to $work/out.
 launch() {
-  ip netns exec "${tag}h0" unshare --uts sh -c 'hostname host0; exec "$@"' sh \
-    timeout 90 "$mpiexec" "${flags[@]}" "$@" >"$work/out" 2>&1
+  NET_TIMEOUT=90 net_mpirun "$mpiexec" "$@" >"$work/out" 2>&1
 }
 # Waits up to $1 s for $2 lines matching $3 in the output.
 wait_for() {
