@@ -796,6 +796,10 @@ PYBIND11_MODULE(_core, m) {
         return dist::Checkpoint(options);
       }))
       .def("track", [](dist::Checkpoint& c, const std::string& name, dist::Variable v) { c.track(name, std::move(v)); })
+      // (distribute.Checkpoint makes a core Checkpoint for each call, so the
+      // iterator it points to is alive while it is used.)
+      .def("track_iterator",
+           [](dist::Checkpoint& c, const std::string& name, DistributedIterator& it) { c.track(name, it.get()); })
       .def("tracked_names", &dist::Checkpoint::tracked_names)
       .def("save", &dist::Checkpoint::save, py::call_guard<ReleaseGil>())
       .def("restore", &dist::Checkpoint::restore, py::call_guard<ReleaseGil>());

@@ -63,6 +63,7 @@
 namespace distribute {
 
 class Strategy;
+class DistributedIterator;
 
 struct CheckpointOptions {
   // How many checkpoint files save() keeps in its directory: after a commit,
@@ -94,6 +95,22 @@ class Checkpoint {
   // Saved with its dtype and shape; restore() replaces *tensor with a tensor
   // of the same dtype and shape.
   void track(const std::string& name, Tensor* tensor);
+  // A distributed dataset's iterator (TF's tf.train.Checkpoint(iterator=it)):
+  // saved as its position, restored by replay (a new iterator of the same
+  // distributed dataset that skips the saved number of steps, with the
+  // pipeline's reshuffling shuffles set back to the iterations they were
+  // at), so that the next get_next() returns, bitwise, the step an
+  // uninterrupted run would have returned, with the same or another number
+  // of local replicas (the restored global batches are split across the
+  // replicas of the strategy at hand). The skipped steps' input work is done
+  // again. Raises UnimplementedError, naming the transformation, for a
+  // pipeline that cannot be replayed in a new process (from_generator, a
+  // shuffle without a seed). restore() raises InvalidArgumentError for a
+  // position saved from another pipeline definition (a datasets_from_function
+  // pipeline whose per-replica batch changed with the replica count
+  // included) or beyond the pipeline's end. The iterator must stay valid
+  // while the Checkpoint is used; restore() replaces it (move-assignment).
+  void track(const std::string& name, DistributedIterator& iterator);
 
   // Names in tracking order.
   std::vector<std::string> tracked_names() const;
@@ -124,7 +141,7 @@ class Checkpoint {
  private:
   struct Entry {
     std::string name;
-    std::variant<Variable, std::int64_t*, std::uint64_t*, std::int32_t*, Tensor*> target;
+    std::variant<Variable, std::int64_t*, std::uint64_t*, std::int32_t*, Tensor*, DistributedIterator*> target;
   };
   void add(Entry entry);
   // The tracked distributed variables' strategy, else get_strategy();

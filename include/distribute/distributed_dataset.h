@@ -109,6 +109,10 @@ std::vector<std::int64_t> batch_sizes_for_worker(std::int64_t global_batch_size,
 // a step exists while any worker has data, and the replicas of a worker
 // whose data ended get empty batches shaped like the others' (TF's partial
 // batch handling); the end comes for every worker at the same step.
+namespace internal {
+class IteratorAccess;  // src/data/iterator_state.h: Checkpoint's access to a position
+}  // namespace internal
+
 class DistributedIterator {
  public:
   DistributedIterator(DistributedIterator&&) noexcept;
@@ -123,6 +127,7 @@ class DistributedIterator {
 
  private:
   friend class DistributedDataset;
+  friend class internal::IteratorAccess;
   DistributedIterator(std::unique_ptr<internal::StepSource> source, int buffer_size,
                       std::shared_ptr<internal::WorkerAgreement> agreement);
   struct Impl;
@@ -159,7 +164,12 @@ class DistributedDataset {
 
  private:
   friend class Strategy;
+  friend class internal::IteratorAccess;
   Dataset per_replica_;
+  // The dataset the strategy distributed (the user's pipeline, before the
+  // split into replicas and workers): its definition identifies a saved
+  // iterator position. per_replica_ when built directly.
+  std::optional<Dataset> source_;
   int num_replicas_;
   InputOptions options_;
   // Set by a multi-worker strategy: the workers agree on every step.

@@ -83,30 +83,50 @@ class Variable:
 
 
 class Checkpoint:
-  """Saves and restores variables (tf.train.Checkpoint(name=variable, ...)).
+  """Saves and restores variables and distributed iterators
+  (tf.train.Checkpoint(name=variable, iterator=iterator, ...)).
 
   save(directory) writes <directory>/ckpt-<N>.dckpt atomically and keeps the
   last max_to_keep; restore(path) checks the whole file before changing
   anything (the C++ Checkpoint: docs/checkpoint_format.md). Unlike TF,
-  save takes a directory, not a file prefix."""
+  save takes a directory, not a file prefix.
 
-  def __init__(self, max_to_keep=5, **variables):
-    self._core = _core.Checkpoint(max_to_keep)
-    for name, variable in variables.items():
-      self.track(name, variable)
+  An iterator of a distributed dataset is saved as its position and
+  restored by replay: the next step after restore() is, bitwise, the one an
+  uninterrupted run would have given (C++ Checkpoint::track of a
+  DistributedIterator). Pipelines that cannot be replayed in a new process
+  (from_generator, a shuffle without a seed) raise UnimplementedError at
+  track."""
 
-  def track(self, name, variable):
+  def __init__(self, max_to_keep=5, **tracked):
+    self._max_to_keep = max_to_keep
+    self._tracked = []  # (name, Variable or DistributedIterator), in tracking order
+    for name, value in tracked.items():
+      self.track(name, value)
+
+  def track(self, name, value):
     from .errors import InvalidArgumentError
-    if not isinstance(variable, Variable):
-      raise InvalidArgumentError(f"Checkpoint: expected a distribute Variable for {name!r}, got "
-                                 f"{type(variable).__name__}")
-    self._core.track(name, variable._core)
+    is_iterator = isinstance(getattr(value, "_core", None), _core.DistributedIterator)
+    if not isinstance(value, Variable) and not is_iterator:
+      raise InvalidArgumentError(f"Checkpoint: expected a distribute Variable or a distributed dataset's iterator "
+                                 f"for {name!r}, got {type(value).__name__}")
+    self._build(self._tracked + [(name, value)])  # the core's checks: names, replayable pipelines
+    self._tracked.append((name, value))
+
+  def _build(self, tracked):
+    core = _core.Checkpoint(self._max_to_keep)
+    for name, value in tracked:
+      if isinstance(value, Variable):
+        core.track(name, value._core)
+      else:
+        core.track_iterator(name, value._core)
+    return core
 
   def save(self, directory):
-    return self._core.save(str(directory))
+    return self._build(self._tracked).save(str(directory))
 
   def restore(self, path):
-    self._core.restore(str(path))
+    self._build(self._tracked).restore(str(path))
 
 
 def latest_checkpoint(directory):

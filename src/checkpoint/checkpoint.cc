@@ -22,6 +22,7 @@
 #include <variant>
 
 #include "checkpoint/crc32c.h"
+#include "data/iterator_state.h"
 #include "core/describe.h"
 #include "core/element_count.h"
 #include "distribute/errors.h"
@@ -474,6 +475,34 @@ void Checkpoint::track(const std::string& name, Tensor* tensor) {
   add({name, tensor});
 }
 
+void Checkpoint::track(const std::string& name, DistributedIterator& iterator) {
+  internal::IteratorAccess::check_replayable(iterator, "Checkpoint::track(" + quote_name(name) + ")");
+  add({name, &iterator});
+}
+
+namespace {
+
+// An iterator's position as a checkpoint entry: int64 [steps, rows,
+// fingerprint, shuffle iterations...] (data/iterator_state.h).
+Tensor position_tensor(const internal::IteratorPosition& p) {
+  std::vector<std::int64_t> v{p.steps, p.rows, std::bit_cast<std::int64_t>(p.fingerprint)};
+  for (std::uint64_t k : p.shuffle_iterations) v.push_back(std::bit_cast<std::int64_t>(k));
+  const auto n = static_cast<std::int64_t>(v.size());
+  return Tensor(std::move(v), Shape{n});
+}
+
+internal::IteratorPosition position_of(const Tensor& t) {
+  const auto v = t.data<std::int64_t>();
+  internal::IteratorPosition p;
+  p.steps = v[0];
+  p.rows = v[1];
+  p.fingerprint = std::bit_cast<std::uint64_t>(v[2]);
+  for (std::size_t k = 3; k < v.size(); ++k) p.shuffle_iterations.push_back(std::bit_cast<std::uint64_t>(v[k]));
+  return p;
+}
+
+}  // namespace
+
 std::vector<std::string> Checkpoint::tracked_names() const {
   std::vector<std::string> names;
   names.reserve(entries_.size());
@@ -523,6 +552,8 @@ std::string Checkpoint::save(const std::string& directory) {
             return Tensor(std::bit_cast<std::int64_t>(*target));
           } else if constexpr (std::is_same_v<T, std::int32_t*>) {
             return Tensor(static_cast<std::int64_t>(*target));
+          } else if constexpr (std::is_same_v<T, DistributedIterator*>) {
+            return position_tensor(internal::IteratorAccess::position(*target));
           } else {
             return *target;
           }
@@ -636,6 +667,9 @@ void Checkpoint::restore(const std::string& path) {
               return {target.dtype(), target.shape()};
             } else if constexpr (std::is_same_v<T, Tensor*>) {
               return {target->dtype(), target->shape()};
+            } else if constexpr (std::is_same_v<T, DistributedIterator*>) {
+              const auto n = 3 + internal::IteratorAccess::position(*target).shuffle_iterations.size();
+              return {DType::kInt64, Shape{static_cast<std::int64_t>(n)}};
             } else {
               return {DType::kInt64, Shape{}};
             }
@@ -674,7 +708,36 @@ void Checkpoint::restore(const std::string& path) {
     }
   }
   if (failure) std::rethrow_exception(failure);
+  // Iterators are replayed into new ones before anything changes (a replay
+  // fails when the pipeline ends before the saved position); every worker
+  // replays the same steps, agreeing on each as get_next() does.
+  std::vector<std::optional<DistributedIterator>> replayed(entries_.size());
+  try {
+    for (std::size_t i = 0; i < entries_.size(); ++i) {
+      if (auto* const* it = std::get_if<DistributedIterator*>(&entries_[i].target)) {
+        replayed[i].emplace(internal::IteratorAccess::at(**it, position_of(restored[i]),
+                                                         "checkpoint " + path + ": " + quote_name(entries_[i].name)));
+      }
+    }
+  } catch (...) {
+    failure = std::current_exception();
+  }
+  if (strategy.num_workers() > 1) {
+    const Tensor failed = strategy.gather_over_workers(Tensor({failure ? std::int64_t{1} : std::int64_t{0}}), 0);
+    if (failure) std::rethrow_exception(failure);
+    for (std::int64_t f : failed.data<std::int64_t>()) {
+      if (f != 0) {
+        throw AbortedError("Checkpoint::restore(" + path + "): a worker could not replay a tracked iterator (its "
+                           "error says why); no worker changed its state");
+      }
+    }
+  }
+  if (failure) std::rethrow_exception(failure);
   for (std::size_t i = 0; i < entries_.size(); ++i) {
+    if (replayed[i].has_value()) {
+      *std::get<DistributedIterator*>(entries_[i].target) = std::move(*replayed[i]);
+      continue;
+    }
     std::visit(
         [&value = restored[i]](const auto& target) {
           using T = std::decay_t<decltype(target)>;
@@ -687,6 +750,8 @@ void Checkpoint::restore(const std::string& path) {
             *target = std::bit_cast<std::uint64_t>(value.item<std::int64_t>());
           } else if constexpr (std::is_same_v<T, std::int32_t*>) {
             *target = static_cast<std::int32_t>(value.item<std::int64_t>());  // in range: checked above
+          } else if constexpr (std::is_same_v<T, DistributedIterator*>) {
+            // replaced above
           } else {
             *target = value;
           }

@@ -2,6 +2,7 @@
 // node; make_iterator() builds the chain of iterators for one iteration.
 #pragma once
 
+#include <atomic>
 #include <cstdint>
 #include <memory>
 #include <optional>
@@ -78,6 +79,14 @@ class DatasetNode {
   // the files i with i % num_shards == index. 0 / nullptr for other nodes.
   virtual std::size_t num_files() const { return 0; }
   virtual std::shared_ptr<const DatasetNode> shard_files(int num_shards, int index) const;
+
+  // Checkpointing an iterator by replay (src/data/iterator_state.h): the
+  // transformation whose position cannot be replayed (a generator's
+  // outside state, a shuffle without a seed), or nullptr for this node.
+  virtual const char* unreplayable() const { return nullptr; }
+  // The node's count of iterators made so far, when its output depends on
+  // it (a reshuffling shuffle: iteration k draws the k-th order).
+  virtual std::atomic<std::uint64_t>* iteration_counter() const { return nullptr; }
 };
 
 // Base of the nodes that read one dataset; by default they keep its batch

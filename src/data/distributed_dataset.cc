@@ -18,6 +18,7 @@
 
 #include "data/batching.h"
 #include "data/dataset_node.h"
+#include "data/iterator_state.h"
 #include "data/prefetcher.h"
 #include "data/worker_agreement.h"
 #include "distribute/errors.h"
@@ -194,12 +195,25 @@ struct DistributedIterator::Impl {
   // Several workers: settles each step with the others (on the consumer's
   // thread, so that it is ordered with the other collectives).
   std::shared_ptr<internal::WorkerAgreement> agreement;
+  // For a checkpoint of the position (data/iterator_state.h): the dataset
+  // this iterator came from, the steps it returned, and its pipeline's
+  // shuffle counters as they were before it was made.
+  std::optional<DistributedDataset> dataset;
+  std::int64_t steps = 0;
+  std::int64_t rows = 0;  // rows of the global batches returned (first component)
+  std::vector<std::uint64_t> shuffle_iterations;
 
   std::optional<PerReplica<Element>> next() {
     // (An interrupt of the wait for the prefetcher loses nothing; see
     // distribute/interrupt.h.)
     std::optional<PerReplica<Element>> step = prefetcher ? prefetcher->next(/*interruptible=*/true) : source->next();
-    if (agreement) return agreement->settle(std::move(step));
+    if (agreement) step = agreement->settle(std::move(step));
+    if (step.has_value()) {
+      ++steps;
+      for (const Element& e : *step) {
+        if (e.size() > 0) rows += e[0].rank() > 0 ? e[0].dim(0) : 1;
+      }
+    }
     return step;
   }
 };
@@ -243,9 +257,13 @@ DistributedDataset::DistributedDataset(Dataset per_replica, int num_replicas, In
 }
 
 DistributedIterator DistributedDataset::make_iterator() const {
-  return DistributedIterator(
+  std::vector<std::uint64_t> shuffle_iterations = internal::IteratorAccess::shuffle_iterations(per_replica_);
+  DistributedIterator it(
       std::make_unique<internal::StepSource>(per_replica_.make_iterator(), num_replicas_, origin_),
                              options_.experimental_per_replica_buffer_size, agreement_);
+  it.impl_->dataset = *this;
+  it.impl_->shuffle_iterations = std::move(shuffle_iterations);
+  return it;
 }
 
 std::vector<PerReplica<Tensor>> regroup(const PerReplica<Element>& step) {
@@ -273,6 +291,7 @@ DistributedDataset Strategy::experimental_distribute_dataset(const Dataset& data
     return DistributedDataset(Dataset(std::make_shared<internal::SplitNode>(dataset, n)), n, options);
   }();
   out.origin_ = id_;
+  out.source_ = dataset;
   return out;
 }
 
@@ -358,3 +377,105 @@ Tensor Strategy::reduce(ReduceOp op, const PerReplica<Element>& value, std::opti
 }
 
 }  // namespace distribute
+
+// --- A position for Checkpoint::track (data/iterator_state.h) ---------------
+
+namespace distribute::internal {
+
+namespace {
+
+// FNV-1a: a stable 64-bit hash of the pipeline's definition.
+std::uint64_t fnv1a(const std::string& text) {
+  std::uint64_t h = 14695981039346656037ull;
+  for (char c : text) {
+    h ^= static_cast<unsigned char>(c);
+    h *= 1099511628211ull;
+  }
+  return h;
+}
+
+template <class F>
+void for_each_node(const Dataset& pipeline, F&& f) {
+  for (const DatasetNode* node = pipeline.node().get(); node != nullptr;) {
+    f(*node);
+    const Dataset* input = node->input();
+    node = input == nullptr ? nullptr : input->node().get();
+  }
+}
+
+}  // namespace
+
+std::vector<std::uint64_t> IteratorAccess::shuffle_iterations(const Dataset& pipeline) {
+  std::vector<std::uint64_t> counters;
+  for_each_node(pipeline, [&](const DatasetNode& node) {
+    if (std::atomic<std::uint64_t>* c = node.iteration_counter()) counters.push_back(c->load());
+  });
+  return counters;
+}
+
+std::uint64_t IteratorAccess::fingerprint(const DistributedDataset& dataset) {
+  return fnv1a((dataset.source_ ? *dataset.source_ : dataset.per_replica_).describe());
+}
+
+IteratorPosition IteratorAccess::position(const DistributedIterator& iterator) {
+  const auto& impl = *iterator.impl_;
+  return IteratorPosition{impl.steps, impl.rows, fingerprint(*impl.dataset), impl.shuffle_iterations};
+}
+
+void IteratorAccess::check_replayable(const DistributedIterator& iterator, const std::string& what) {
+  const DistributedDataset& dataset = *iterator.impl_->dataset;
+  for_each_node(dataset.per_replica_, [&](const DatasetNode& node) {
+    if (const char* reason = node.unreplayable()) {
+      throw UnimplementedError(what + ": the iterator's position cannot be saved: its input pipeline has " + reason +
+                               "; give the shuffle a seed, or build the input from a source the pipeline reads (" +
+                               (dataset.source_ ? *dataset.source_ : dataset.per_replica_).describe() + ")");
+    }
+  });
+}
+
+DistributedIterator IteratorAccess::at(const DistributedIterator& like, const IteratorPosition& position,
+                                       const std::string& what) {
+  const DistributedDataset& dataset = *like.impl_->dataset;
+  const std::uint64_t mine = fingerprint(dataset);
+  if (position.fingerprint != mine) {
+    throw InvalidArgumentError(what + " was saved from another input pipeline than the tracked iterator's (" +
+                               (dataset.source_ ? *dataset.source_ : dataset.per_replica_).describe() +
+                               "); restore it into an iterator of the same pipeline definition");
+  }
+  if (position.steps < 0) {
+    throw InvalidArgumentError(what + ": expected a position of at least 0 steps, got " + std::to_string(position.steps));
+  }
+  // The shuffles' counters as they were when the saved iterator was made.
+  // The iterator being replaced shares them: its background producer may be
+  // about to start a pass (making a shuffle iterator takes a count); it is
+  // left idle first.
+  if (like.impl_->prefetcher) like.impl_->prefetcher->wait_idle();
+  std::vector<std::atomic<std::uint64_t>*> counters;
+  for_each_node(dataset.per_replica_, [&](const DatasetNode& node) {
+    if (std::atomic<std::uint64_t>* c = node.iteration_counter()) counters.push_back(c);
+  });
+  if (counters.size() != position.shuffle_iterations.size()) {
+    throw InvalidArgumentError(what + " holds " + std::to_string(position.shuffle_iterations.size()) +
+                               " shuffle state(s), the tracked iterator's pipeline has " +
+                               std::to_string(counters.size()));
+  }
+  for (std::size_t k = 0; k < counters.size(); ++k) counters[k]->store(position.shuffle_iterations[k]);
+  DistributedIterator out = dataset.make_iterator();
+  for (std::int64_t step = 0; step < position.steps; ++step) {
+    if (!out.impl_->next().has_value()) {
+      throw InvalidArgumentError(what + " was saved after " + std::to_string(position.steps) +
+                                 " steps, but the tracked iterator's pipeline ends after " + std::to_string(step));
+    }
+  }
+  if (out.impl_->rows != position.rows) {
+    throw InvalidArgumentError(
+        what + " was saved after " + std::to_string(position.steps) + " steps holding " +
+        std::to_string(position.rows) + " rows, and the same steps hold " + std::to_string(out.impl_->rows) +
+        " rows with this strategy's " + std::to_string(dataset.num_replicas_) +
+        " local replica(s): a partial batch inside the stream (batch without drop_remainder, then repeat) is cut "
+        "differently for another replica count; restore with the replica count it was saved with");
+  }
+  return out;
+}
+
+}  // namespace distribute::internal

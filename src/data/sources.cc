@@ -191,6 +191,7 @@ class GeneratorNode final : public DatasetNode {
     return std::make_unique<It>(std::move(gen));
   }
   std::string describe() const override { return "Generator"; }
+  const char* unreplayable() const override { return "from_generator (its generator's state is outside the pipeline)"; }
 
  private:
   std::function<Dataset::Generator()> make_;

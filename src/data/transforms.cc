@@ -241,10 +241,14 @@ class ShuffleNode final : public UnaryNode {
  public:
   // (A new node: its epoch counter starts over, as for any new dataset.)
   std::shared_ptr<const DatasetNode> with_input(Dataset input) const override {
-    return std::make_shared<ShuffleNode>(std::move(input), buffer_size_, seed_, reshuffle_);
+    return std::make_shared<ShuffleNode>(std::move(input), buffer_size_, seed_, reshuffle_, seeded_);
   }
-  ShuffleNode(Dataset input, std::int64_t buffer_size, std::uint64_t seed, bool reshuffle)
-      : UnaryNode(std::move(input)), buffer_size_(buffer_size), seed_(seed), reshuffle_(reshuffle) {}
+  ShuffleNode(Dataset input, std::int64_t buffer_size, std::uint64_t seed, bool reshuffle, bool seeded)
+      : UnaryNode(std::move(input)), buffer_size_(buffer_size), seed_(seed), reshuffle_(reshuffle), seeded_(seeded) {}
+  const char* unreplayable() const override {
+    return seeded_ ? nullptr : "shuffle without a seed (its order is random in every process)";
+  }
+  std::atomic<std::uint64_t>* iteration_counter() const override { return reshuffle_ ? &iterations_ : nullptr; }
 
   std::unique_ptr<ElementIterator> make_iterator() const override {
     // Iteration k of this dataset uses the k-th seed of the sequence (or the
@@ -338,6 +342,7 @@ class ShuffleNode final : public UnaryNode {
   std::int64_t buffer_size_;
   std::uint64_t seed_;
   bool reshuffle_;
+  bool seeded_;
   mutable std::atomic<std::uint64_t> iterations_{0};
 };
 
@@ -500,7 +505,8 @@ Dataset Dataset::shuffle(std::int64_t buffer_size, std::optional<std::uint64_t> 
     throw InvalidArgumentError("Dataset::shuffle: expected a buffer size > 0, got " + std::to_string(buffer_size));
   }
   const std::uint64_t s = seed.has_value() ? *seed : (std::uint64_t{std::random_device{}()} << 32) ^ std::random_device{}();
-  return Dataset(std::make_shared<internal::ShuffleNode>(*this, buffer_size, s, reshuffle_each_iteration));
+  return Dataset(
+      std::make_shared<internal::ShuffleNode>(*this, buffer_size, s, reshuffle_each_iteration, seed.has_value()));
 }
 
 Dataset Dataset::repeat(std::int64_t count) const {

@@ -55,3 +55,39 @@ def test_checkpoint_round_trip_and_bad_files(tmp_path):
     ckpt.restore(tmp_path / "ckpt-9.dckpt")
   with pytest.raises(errors.InvalidArgumentError):
     dist.Checkpoint(x=3)
+
+
+def _natural_pipeline():
+  x = np.arange(100, dtype=np.float32)
+  return (dist.data.Dataset.from_tensor_slices((x, 2 * x)).shuffle(50, seed=3)
+          .map(lambda a, b: (a + 1, b)).batch(8).repeat())
+
+
+def _global(step):
+  return [np.concatenate([np.asarray(v) for v in part.values]) for part in step]
+
+
+def test_checkpoint_of_an_iterator_resumes_the_uninterrupted_steps(tmp_path):
+  # The natural loop with TF's names: tf.train.Checkpoint(iterator=it).
+  s = dist.MirroredStrategy(["CPU:0", "CPU:1"])
+  reference = iter(s.experimental_distribute_dataset(_natural_pipeline()))
+  expected = [_global(next(reference)) for _ in range(40)]
+  it = iter(s.experimental_distribute_dataset(_natural_pipeline()))
+  for _ in range(15):
+    next(it)
+  path = dist.Checkpoint(iterator=it).save(tmp_path)
+  # A new definition of the same pipeline, as in a new process.
+  again = iter(s.experimental_distribute_dataset(_natural_pipeline()))
+  next(again)
+  dist.Checkpoint(iterator=again).restore(path)
+  for k in range(15, 40):
+    got = _global(next(again))
+    for a, b in zip(got, expected[k]):
+      np.testing.assert_array_equal(a, b)
+
+
+def test_checkpoint_refuses_an_iterator_it_cannot_replay():
+  s = dist.MirroredStrategy(["CPU:0", "CPU:1"])
+  it = iter(s.experimental_distribute_dataset(dist.data.Dataset.range(40).shuffle(8).batch(4)))
+  with pytest.raises(errors.UnimplementedError, match="shuffle without a seed"):
+    dist.Checkpoint(iterator=it)

@@ -1,0 +1,255 @@
+// Checkpoint::track of a DistributedIterator: a restored iterator (in a
+// stand-in for a new process: a new pipeline definition and a new strategy)
+// returns, bitwise, the steps an uninterrupted run returns, with the same or
+// another replica count; pipelines that cannot be replayed are refused at
+// track(); a wrong position changes nothing.
+#include <gmock/gmock.h>
+#include <gtest/gtest.h>
+#include <unistd.h>
+
+#include <cstdint>
+#include <filesystem>
+#include <functional>
+#include <memory>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "distribute/distribute.h"
+#include "testing/helpers.h"
+
+namespace distribute {
+namespace {
+
+namespace fs = std::filesystem;
+using ::testing::AllOf;
+using ::testing::HasSubstr;
+using testing::message_of;
+
+std::vector<std::string> cpus(int n) {
+  std::vector<std::string> devices;
+  for (int i = 0; i < n; ++i) devices.push_back("CPU:" + std::to_string(i));
+  return devices;
+}
+
+// The natural training input: `n` rows (features i and 2i), a seeded
+// shuffle that reshuffles every epoch, batches of 8 (with 100 rows the last
+// one of each epoch has 4), repeated. Each call builds a new definition, as
+// a new process would.
+Dataset natural_pipeline(int n = 100) {
+  std::vector<float> x(static_cast<std::size_t>(n)), y(static_cast<std::size_t>(n));
+  for (int i = 0; i < n; ++i) {
+    x[static_cast<std::size_t>(i)] = static_cast<float>(i);
+    y[static_cast<std::size_t>(i)] = static_cast<float>(2 * i);
+  }
+  return Dataset::from_tensor_slices(std::vector<Tensor>{Tensor(x, Shape{n}), Tensor(y, Shape{n})})
+      .shuffle(50, /*seed=*/7)
+      .batch(8)
+      .repeat();
+}
+
+// A step as the global batch: every replica's rows of each component, in
+// replica order.
+std::vector<std::vector<float>> global_batch(const PerReplica<Element>& step) {
+  std::vector<std::vector<float>> out;
+  for (std::size_t c = 0; c < step.primary().size(); ++c) {
+    std::vector<float> rows;
+    for (const Element& e : step) {
+      const auto d = e[c].data<float>();
+      rows.insert(rows.end(), d.begin(), d.end());
+    }
+    out.push_back(std::move(rows));
+  }
+  return out;
+}
+
+std::vector<std::vector<std::vector<float>>> steps_of(DistributedIterator& it, int n) {
+  std::vector<std::vector<std::vector<float>>> out;
+  for (int i = 0; i < n; ++i) out.push_back(global_batch(it.get_next()));
+  return out;
+}
+
+class IteratorCheckpointTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    std::string templ = (fs::temp_directory_path() / "iterator_checkpoint_test.XXXXXX").string();
+    ASSERT_NE(::mkdtemp(templ.data()), nullptr);
+    dir_ = templ;
+  }
+  void TearDown() override { fs::remove_all(dir_); }
+  std::string dir_;
+};
+
+// Saved after `at` steps on `save_replicas` replicas, restored on
+// `restore_replicas`: the next 30 steps (across epochs) equal an
+// uninterrupted run's steps at..at+29 on `restore_replicas`.
+void expect_resumes(const std::string& dir, int rows, int at, int save_replicas, int restore_replicas) {
+  SCOPED_TRACE(std::to_string(rows) + " rows, saved after " + std::to_string(at) + " steps on " +
+               std::to_string(save_replicas) + " replicas, restored on " + std::to_string(restore_replicas));
+  std::vector<std::vector<std::vector<float>>> expected;
+  {
+    MirroredStrategy reference(cpus(restore_replicas));
+    DistributedIterator it = reference.experimental_distribute_dataset(natural_pipeline(rows)).make_iterator();
+    expected = steps_of(it, at + 30);
+  }
+  std::string path;
+  {
+    MirroredStrategy first(cpus(save_replicas));
+    DistributedDataset data = first.experimental_distribute_dataset(natural_pipeline(rows));
+    DistributedIterator it = data.make_iterator();
+    for (int i = 0; i < at; ++i) it.get_next();
+    Checkpoint ckpt;
+    ckpt.track("iterator", it);
+    path = ckpt.save(dir);
+  }
+  MirroredStrategy second(cpus(restore_replicas));
+  DistributedDataset data = second.experimental_distribute_dataset(natural_pipeline(rows));
+  DistributedIterator it = data.make_iterator();
+  it.get_next();  // the fresh iterator moves: restore() replaces its position
+  Checkpoint ckpt;
+  ckpt.track("iterator", it);
+  ckpt.restore(path);
+  const auto resumed = steps_of(it, 30);
+  for (int i = 0; i < 30; ++i) {
+    ASSERT_EQ(resumed[static_cast<std::size_t>(i)], expected[static_cast<std::size_t>(at + i)]) << "step " << at + i;
+  }
+}
+
+TEST_F(IteratorCheckpointTest, ResumesBitwiseWhereTheRunStoppedAcrossEpochs) {
+  // 13 steps an epoch, the 13th of 4 rows.
+  for (int at : {0, 1, 12, 13, 14, 40}) expect_resumes(dir_, 100, at, 2, 2);
+  expect_resumes(dir_, 100, 27, 1, 1);
+}
+
+TEST_F(IteratorCheckpointTest, ResumesTheSameGlobalBatchesOnAnotherReplicaCount) {
+  // 96 rows: every global batch is whole, so every replica count cuts the
+  // stream at the same rows.
+  expect_resumes(dir_, 96, 17, 2, 1);
+  expect_resumes(dir_, 96, 17, 1, 2);
+  expect_resumes(dir_, 96, 5, 2, 4);
+  // Before the first partial batch the steps hold the same rows too.
+  expect_resumes(dir_, 100, 12, 2, 1);
+}
+
+TEST_F(IteratorCheckpointTest, AnotherReplicaCountAfterAPartialBatchInsideTheStreamIsRefused) {
+  // 2 replicas cut the epoch's 4-row batch and the next epoch's first rows
+  // into one step of 8; 1 replica returns the 4 rows alone: after step 13,
+  // the same step count is not the same input position.
+  std::string path;
+  {
+    MirroredStrategy two(cpus(2));
+    DistributedIterator it = two.experimental_distribute_dataset(natural_pipeline()).make_iterator();
+    for (int i = 0; i < 15; ++i) it.get_next();
+    Checkpoint ckpt;
+    ckpt.track("iterator", it);
+    path = ckpt.save(dir_);
+  }
+  MirroredStrategy one(cpus(1));
+  DistributedIterator it = one.experimental_distribute_dataset(natural_pipeline()).make_iterator();
+  Checkpoint ckpt;
+  ckpt.track("iterator", it);
+  EXPECT_THAT(message_of<InvalidArgumentError>([&] { ckpt.restore(path); }),
+              AllOf(HasSubstr("saved after 15 steps holding 120 rows"), HasSubstr("hold 116 rows"),
+                    HasSubstr("restore with the replica count it was saved with")));
+}
+
+TEST_F(IteratorCheckpointTest, AnEarlierIterationOfTheSameDatasetDoesNotShiftTheShuffle) {
+  // The saving process iterated the dataset once before (an evaluation
+  // pass): its shuffle was at its second iteration when the tracked
+  // iterator was made, and the restore sets it back there.
+  MirroredStrategy strategy(cpus(2));
+  Dataset pipeline = natural_pipeline();
+  DistributedDataset data = strategy.experimental_distribute_dataset(pipeline);
+  {
+    DistributedIterator warm = data.make_iterator();
+    warm.get_next();
+  }
+  DistributedIterator it = data.make_iterator();
+  for (int i = 0; i < 9; ++i) it.get_next();
+  Checkpoint save;
+  save.track("iterator", it);
+  const std::string path = save.save(dir_);
+  const auto expected = steps_of(it, 20);
+
+  DistributedDataset again = strategy.experimental_distribute_dataset(natural_pipeline());
+  DistributedIterator restored = again.make_iterator();
+  Checkpoint load;
+  load.track("iterator", restored);
+  load.restore(path);
+  EXPECT_EQ(steps_of(restored, 20), expected);
+}
+
+TEST_F(IteratorCheckpointTest, PipelinesThatCannotBeReplayedAreRefusedAtTrack) {
+  MirroredStrategy strategy(cpus(2));
+  Checkpoint ckpt;
+  DistributedIterator unseeded =
+      strategy.experimental_distribute_dataset(Dataset::range(0, 40).shuffle(10).batch(4)).make_iterator();
+  EXPECT_THAT(message_of<UnimplementedError>([&] { ckpt.track("a", unseeded); }),
+              AllOf(HasSubstr("Checkpoint::track('a')"), HasSubstr("shuffle without a seed")));
+  DistributedIterator generated =
+      strategy
+          .experimental_distribute_dataset(Dataset::from_generator([] {
+                                             auto n = std::make_shared<int>(0);
+                                             return Dataset::Generator([n]() -> std::optional<Element> {
+                                               if (*n == 8) return std::nullopt;
+                                               return Element{Tensor(std::vector<float>{static_cast<float>((*n)++)},
+                                                                     Shape{1})};
+                                             });
+                                           }).unbatch().batch(2))
+          .make_iterator();
+  EXPECT_THAT(message_of<UnimplementedError>([&] { ckpt.track("b", generated); }), HasSubstr("from_generator"));
+  EXPECT_TRUE(ckpt.tracked_names().empty());
+}
+
+// The rows of one component of a step, replica after replica.
+std::vector<std::int64_t> rows_of(const PerReplica<Element>& step) {
+  std::vector<std::int64_t> rows;
+  for (const Element& e : step) {
+    const auto d = e[0].data<std::int64_t>();
+    rows.insert(rows.end(), d.begin(), d.end());
+  }
+  return rows;
+}
+
+Dataset slices(std::int64_t n, std::int64_t batch) {
+  std::vector<std::int64_t> v(static_cast<std::size_t>(n));
+  for (std::int64_t i = 0; i < n; ++i) v[static_cast<std::size_t>(i)] = i;
+  return Dataset::from_tensor_slices(Tensor(v, Shape{n})).shuffle(8, /*seed=*/1).batch(batch);
+}
+
+TEST_F(IteratorCheckpointTest, APositionOfAnotherPipelineOrBeyondItsEndChangesNothing) {
+  MirroredStrategy strategy(cpus(2));
+  const auto save_after = [&](Dataset pipeline, int steps, const std::string& sub) {
+    DistributedIterator it = strategy.experimental_distribute_dataset(pipeline).make_iterator();
+    for (int i = 0; i < steps; ++i) it.get_next();
+    Checkpoint ckpt;
+    ckpt.track("iterator", it);
+    fs::create_directory(dir_ + "/" + sub);
+    return ckpt.save(dir_ + "/" + sub);
+  };
+  // Batches of 2: another definition. 40 rows, 8 steps: the same definition
+  // (the pipeline's transformations, not its data) as the tracked 24-row
+  // one below, which ends after 6 steps.
+  const std::string other = save_after(slices(40, 2), 3, "other");
+  const std::string far = save_after(slices(40, 4), 8, "far");
+
+  DistributedIterator it = strategy.experimental_distribute_dataset(slices(24, 4)).make_iterator();
+  std::vector<std::vector<std::int64_t>> expected;
+  {
+    DistributedIterator reference = strategy.experimental_distribute_dataset(slices(24, 4)).make_iterator();
+    for (int i = 0; i < 6; ++i) expected.push_back(rows_of(reference.get_next()));
+  }
+  EXPECT_EQ(rows_of(it.get_next()), expected[0]);
+  Checkpoint ckpt;
+  ckpt.track("iterator", it);
+  EXPECT_THAT(message_of<InvalidArgumentError>([&] { ckpt.restore(other); }),
+              AllOf(HasSubstr("'iterator'"), HasSubstr("another input pipeline")));
+  EXPECT_THAT(message_of<InvalidArgumentError>([&] { ckpt.restore(far); }),
+              AllOf(HasSubstr("saved after 8 steps"), HasSubstr("ends after 6")));
+  // Nothing changed: the iterator goes on where it was.
+  for (int i = 1; i < 6; ++i) EXPECT_EQ(rows_of(it.get_next()), expected[static_cast<std::size_t>(i)]) << i;
+  EXPECT_FALSE(it.get_next_as_optional().has_value());
+}
+
+}  // namespace
+}  // namespace distribute
