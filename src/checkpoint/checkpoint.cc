@@ -491,6 +491,20 @@ Tensor position_tensor(const internal::IteratorPosition& p) {
   return Tensor(std::move(v), Shape{n});
 }
 
+}  // namespace
+
+// A worker's rows summed over the workers (each worker's iterator reads
+// its own shard): the global batches' rows. A collective when several.
+std::int64_t Checkpoint::rows_over_workers(Strategy& strategy, std::int64_t rows) {
+  if (strategy.num_workers() <= 1) return rows;
+  const Tensor all = strategy.gather_over_workers(Tensor(std::vector<std::int64_t>{rows}, Shape{1}), 0, "checkpoint rows");
+  std::int64_t total = 0;
+  for (std::int64_t r : all.data<std::int64_t>()) total += r;
+  return total;
+}
+
+namespace {
+
 internal::IteratorPosition position_of(const Tensor& t) {
   const auto v = t.data<std::int64_t>();
   internal::IteratorPosition p;
@@ -531,7 +545,23 @@ Strategy& Checkpoint::strategy_for(const char* method) const {
     strategy = v->distributed_strategy();
     owner = &e.name;
   }
-  return strategy != nullptr ? *strategy : get_strategy();
+  Strategy& chosen = strategy != nullptr ? *strategy : get_strategy();
+  // The workers of a multi-worker iterator agree on its steps through its
+  // own strategy: saving or restoring it under another one (every worker
+  // writing the file itself, say) is refused.
+  for (const Entry& e : entries_) {
+    const auto* it = std::get_if<DistributedIterator*>(&e.target);
+    if (it == nullptr || !internal::IteratorAccess::across_workers(**it) ||
+        internal::IteratorAccess::origin(**it) == chosen.id()) {
+      continue;
+    }
+    throw FailedPreconditionError(std::string("Checkpoint::") + method + ": the tracked iterator " + quote_name(e.name) +
+                                  " comes from strategy #" + std::to_string(internal::IteratorAccess::origin(**it)) +
+                                  ", but the checkpoint would use " + chosen.to_string() +
+                                  " (the tracked variables' strategy, else the current one); call " + method +
+                                  " inside the iterator's strategy's scope");
+  }
+  return chosen;
 }
 
 std::string Checkpoint::save(const std::string& directory) {
@@ -542,7 +572,7 @@ std::string Checkpoint::save(const std::string& directory) {
   values.reserve(entries_.size());
   for (const Entry& e : entries_) {
     Tensor value = std::visit(
-        [](const auto& target) -> Tensor {
+        [&strategy](const auto& target) -> Tensor {
           using T = std::decay_t<decltype(target)>;
           if constexpr (std::is_same_v<T, Variable>) {
             return target.value();
@@ -553,7 +583,9 @@ std::string Checkpoint::save(const std::string& directory) {
           } else if constexpr (std::is_same_v<T, std::int32_t*>) {
             return Tensor(static_cast<std::int64_t>(*target));
           } else if constexpr (std::is_same_v<T, DistributedIterator*>) {
-            return position_tensor(internal::IteratorAccess::position(*target));
+            internal::IteratorPosition p = internal::IteratorAccess::position(*target);
+            p.rows = rows_over_workers(strategy, p.rows);
+            return position_tensor(p);
           } else {
             return *target;
           }
@@ -733,6 +765,22 @@ void Checkpoint::restore(const std::string& path) {
     }
   }
   if (failure) std::rethrow_exception(failure);
+  // The replayed steps must hold the saved rows (summed over the workers:
+  // every worker gets the same verdict): a partial batch inside the
+  // stream is cut differently for another replica count.
+  for (std::size_t i = 0; i < entries_.size(); ++i) {
+    if (!replayed[i].has_value()) continue;
+    const internal::IteratorPosition saved = position_of(restored[i]);
+    const std::int64_t rows = rows_over_workers(strategy, internal::IteratorAccess::position(*replayed[i]).rows);
+    if (rows != saved.rows) {
+      throw InvalidArgumentError(
+          "checkpoint " + path + ": " + quote_name(entries_[i].name) + " was saved after " +
+          std::to_string(saved.steps) + " steps holding " + std::to_string(saved.rows) +
+          " rows, and the same steps hold " + std::to_string(rows) + " rows with " + strategy.to_string() +
+          ": a partial batch inside the stream (batch without drop_remainder, then repeat) is cut differently for "
+          "another replica count; restore with the replica count it was saved with");
+    }
+  }
   for (std::size_t i = 0; i < entries_.size(); ++i) {
     if (replayed[i].has_value()) {
       *std::get<DistributedIterator*>(entries_[i].target) = std::move(*replayed[i]);

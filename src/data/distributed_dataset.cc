@@ -417,6 +417,9 @@ std::uint64_t IteratorAccess::fingerprint(const DistributedDataset& dataset) {
   return fnv1a((dataset.source_ ? *dataset.source_ : dataset.per_replica_).describe());
 }
 
+std::uint64_t IteratorAccess::origin(const DistributedIterator& iterator) { return iterator.impl_->dataset->origin_; }
+bool IteratorAccess::across_workers(const DistributedIterator& iterator) { return iterator.impl_->agreement != nullptr; }
+
 IteratorPosition IteratorAccess::position(const DistributedIterator& iterator) {
   const auto& impl = *iterator.impl_;
   return IteratorPosition{impl.steps, impl.rows, fingerprint(*impl.dataset), impl.shuffle_iterations};
@@ -466,14 +469,6 @@ DistributedIterator IteratorAccess::at(const DistributedIterator& like, const It
       throw InvalidArgumentError(what + " was saved after " + std::to_string(position.steps) +
                                  " steps, but the tracked iterator's pipeline ends after " + std::to_string(step));
     }
-  }
-  if (out.impl_->rows != position.rows) {
-    throw InvalidArgumentError(
-        what + " was saved after " + std::to_string(position.steps) + " steps holding " +
-        std::to_string(position.rows) + " rows, and the same steps hold " + std::to_string(out.impl_->rows) +
-        " rows with this strategy's " + std::to_string(dataset.num_replicas_) +
-        " local replica(s): a partial batch inside the stream (batch without drop_remainder, then repeat) is cut "
-        "differently for another replica count; restore with the replica count it was saved with");
   }
   return out;
 }

@@ -30,9 +30,10 @@ namespace distribute::internal {
 
 struct IteratorPosition {
   std::int64_t steps = 0;
-  // Rows of the global batches of those steps: a replay on another replica
+  // Rows of the global batches of those steps (this worker's; the
+  // checkpoint sums them over the workers): a replay on another replica
   // count must reach the same row (it does unless a partial batch inside
-  // the stream is cut differently).
+  // the stream is cut differently). Checked by Checkpoint::restore.
   std::int64_t rows = 0;
   std::uint64_t fingerprint = 0;
   std::vector<std::uint64_t> shuffle_iterations;
@@ -53,6 +54,10 @@ class IteratorAccess {
   // last transformation to the source.
   static std::vector<std::uint64_t> shuffle_iterations(const Dataset& pipeline);
   static std::uint64_t fingerprint(const DistributedDataset& dataset);
+  // The id of the strategy that distributed the iterator's dataset.
+  static std::uint64_t origin(const DistributedIterator& iterator);
+  // Whether the workers agree on its steps (several workers).
+  static bool across_workers(const DistributedIterator& iterator);
 };
 
 }  // namespace distribute::internal
