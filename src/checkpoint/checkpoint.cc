@@ -776,7 +776,8 @@ void Checkpoint::restore(const std::string& path) {
       throw InvalidArgumentError(
           "checkpoint " + path + ": " + quote_name(entries_[i].name) + " was saved after " +
           std::to_string(saved.steps) + " steps holding " + std::to_string(saved.rows) +
-          " rows, and the same steps hold " + std::to_string(rows) + " rows with " + strategy.to_string() +
+          " rows, and the same steps hold " + std::to_string(rows) + " rows split into " +
+          std::to_string(internal::IteratorAccess::num_replicas(*replayed[i])) + " local replica(s)" +
           ": a partial batch inside the stream (batch without drop_remainder, then repeat) is cut differently for "
           "another replica count; restore with the replica count it was saved with");
     }

@@ -419,6 +419,7 @@ std::uint64_t IteratorAccess::fingerprint(const DistributedDataset& dataset) {
 
 std::uint64_t IteratorAccess::origin(const DistributedIterator& iterator) { return iterator.impl_->dataset->origin_; }
 bool IteratorAccess::across_workers(const DistributedIterator& iterator) { return iterator.impl_->agreement != nullptr; }
+int IteratorAccess::num_replicas(const DistributedIterator& iterator) { return iterator.impl_->dataset->num_replicas_; }
 
 IteratorPosition IteratorAccess::position(const DistributedIterator& iterator) {
   const auto& impl = *iterator.impl_;

@@ -58,6 +58,8 @@ class IteratorAccess {
   static std::uint64_t origin(const DistributedIterator& iterator);
   // Whether the workers agree on its steps (several workers).
   static bool across_workers(const DistributedIterator& iterator);
+  // The local replicas its steps are split into.
+  static int num_replicas(const DistributedIterator& iterator);
 };
 
 }  // namespace distribute::internal
