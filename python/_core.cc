@@ -63,7 +63,7 @@ template <class T>
 std::shared_ptr<T> keep(T* object) {
   return std::shared_ptr<T>(object, [](T* p) {
     if (Py_IsInitialized() == 0 || _Py_IsFinalizing() != 0) return;  // leak: the interpreter is gone
-    if (t_gil_released > 0) {
+    if (t_gil_released > 0 && PyGILState_Check() == 0) {
       t_deferred_deletes.emplace_back(p, [](void* q) { delete static_cast<T*>(q); });
       return;
     }

@@ -147,7 +147,7 @@ class Checkpoint {
   // The tracked distributed variables' strategy, else get_strategy();
   // raises inside a replica function.
   Strategy& strategy_for(const char* method) const;
-  static std::int64_t rows_over_workers(Strategy& strategy, std::int64_t rows);
+  static std::vector<std::int64_t> over_workers(Strategy& strategy, std::int64_t value);
 
   CheckpointOptions options_;
   std::vector<Entry> entries_;

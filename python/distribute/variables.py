@@ -100,6 +100,7 @@ class Checkpoint:
 
   def __init__(self, max_to_keep=5, **tracked):
     self._max_to_keep = max_to_keep
+    _core.Checkpoint(max_to_keep)  # raises now for a bad max_to_keep
     self._tracked = []  # (name, Variable or DistributedIterator), in tracking order
     for name, value in tracked.items():
       self.track(name, value)

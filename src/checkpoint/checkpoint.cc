@@ -493,17 +493,33 @@ Tensor position_tensor(const internal::IteratorPosition& p) {
 
 }  // namespace
 
-// A worker's rows summed over the workers (each worker's iterator reads
-// its own shard): the global batches' rows. A collective when several.
-std::int64_t Checkpoint::rows_over_workers(Strategy& strategy, std::int64_t rows) {
-  if (strategy.num_workers() <= 1) return rows;
-  const Tensor all = strategy.gather_over_workers(Tensor(std::vector<std::int64_t>{rows}, Shape{1}), 0, "checkpoint rows");
-  std::int64_t total = 0;
-  for (std::int64_t r : all.data<std::int64_t>()) total += r;
-  return total;
+// Every worker's `value`, in worker order (a collective when there are
+// several workers; just `value` otherwise).
+std::vector<std::int64_t> Checkpoint::over_workers(Strategy& strategy, std::int64_t value) {
+  if (strategy.num_workers() <= 1) return {value};
+  const Tensor all =
+      strategy.gather_over_workers(Tensor(std::vector<std::int64_t>{value}, Shape{1}), 0, "checkpoint iterator");
+  const auto v = all.data<std::int64_t>();
+  return {v.begin(), v.end()};
 }
 
 namespace {
+
+// A tracked iterator's rows summed over the workers (each reads its own
+// shard), and its pipeline's fingerprint combined over them (with
+// distribute_datasets_from_function each worker has its own pipeline).
+std::int64_t total(const std::vector<std::int64_t>& v) {
+  std::int64_t sum = 0;
+  for (std::int64_t x : v) sum += x;
+  return sum;
+}
+
+std::uint64_t combined(const std::vector<std::int64_t>& fingerprints) {
+  if (fingerprints.size() == 1) return std::bit_cast<std::uint64_t>(fingerprints[0]);
+  std::uint64_t h = 14695981039346656037ull;
+  for (std::int64_t f : fingerprints) h = (h ^ std::bit_cast<std::uint64_t>(f)) * 1099511628211ull;
+  return h;
+}
 
 internal::IteratorPosition position_of(const Tensor& t) {
   const auto v = t.data<std::int64_t>();
@@ -584,7 +600,8 @@ std::string Checkpoint::save(const std::string& directory) {
             return Tensor(static_cast<std::int64_t>(*target));
           } else if constexpr (std::is_same_v<T, DistributedIterator*>) {
             internal::IteratorPosition p = internal::IteratorAccess::position(*target);
-            p.rows = rows_over_workers(strategy, p.rows);
+            p.rows = total(over_workers(strategy, p.rows));
+            p.fingerprint = combined(over_workers(strategy, std::bit_cast<std::int64_t>(p.fingerprint)));
             return position_tensor(p);
           } else {
             return *target;
@@ -707,10 +724,23 @@ void Checkpoint::restore(const std::string& path) {
             }
           },
           entries_[i].target);
+      if (std::holds_alternative<DistributedIterator*>(entries_[i].target) &&
+          (restored[i].dtype() != dtype || restored[i].shape() != shape)) {
+        throw InvalidArgumentError("checkpoint " + path + ": " + quote_name(entries_[i].name) +
+                                   " was saved from another input pipeline than the tracked iterator's (its position "
+                                   "is " + internal::describe(restored[i].dtype(), restored[i].shape()) +
+                                   ", the tracked iterator's " + internal::describe(dtype, shape) +
+                                   ": another number of shuffles)");
+      }
       if (restored[i].dtype() != dtype || restored[i].shape() != shape) {
         throw InvalidArgumentError("checkpoint " + path + ": " + quote_name(entries_[i].name) + " was saved with " +
                                    internal::describe(restored[i].dtype(), restored[i].shape()) + ", the tracked value has " +
                                    internal::describe(dtype, shape));
+      }
+      if (std::holds_alternative<DistributedIterator*>(entries_[i].target) && position_of(restored[i]).steps < 0) {
+        throw InvalidArgumentError("checkpoint " + path + ": " + quote_name(entries_[i].name) +
+                                   " holds a position of " + std::to_string(position_of(restored[i]).steps) +
+                                   " steps, expected at least 0");
       }
       if (std::holds_alternative<std::int32_t*>(entries_[i].target)) {
         const auto v = restored[i].item<std::int64_t>();
@@ -740,9 +770,24 @@ void Checkpoint::restore(const std::string& path) {
     }
   }
   if (failure) std::rethrow_exception(failure);
-  // Iterators are replayed into new ones before anything changes (a replay
-  // fails when the pipeline ends before the saved position); every worker
-  // replays the same steps, agreeing on each as get_next() does.
+  // A tracked iterator's pipeline must be the one its position was saved
+  // from (checked over the workers: every worker gets the same verdict).
+  for (std::size_t i = 0; i < entries_.size(); ++i) {
+    auto* const* it = std::get_if<DistributedIterator*>(&entries_[i].target);
+    if (it == nullptr) continue;
+    const std::uint64_t mine =
+        combined(over_workers(strategy, std::bit_cast<std::int64_t>(internal::IteratorAccess::fingerprint(**it))));
+    if (mine != position_of(restored[i]).fingerprint) {
+      throw InvalidArgumentError("checkpoint " + path + ": " + quote_name(entries_[i].name) +
+                                 " was saved from another input pipeline than the tracked iterator's (" +
+                                 internal::IteratorAccess::describe(**it) +
+                                 "); restore it into an iterator of the same pipeline definition");
+    }
+  }
+  // Iterators are replayed into new ones before anything changes, each
+  // worker on its own (a replay fails when the pipeline ends before the
+  // saved position, or raises the pipeline's own error); then the workers
+  // agree on the outcome.
   std::vector<std::optional<DistributedIterator>> replayed(entries_.size());
   try {
     for (std::size_t i = 0; i < entries_.size(); ++i) {
@@ -771,7 +816,7 @@ void Checkpoint::restore(const std::string& path) {
   for (std::size_t i = 0; i < entries_.size(); ++i) {
     if (!replayed[i].has_value()) continue;
     const internal::IteratorPosition saved = position_of(restored[i]);
-    const std::int64_t rows = rows_over_workers(strategy, internal::IteratorAccess::position(*replayed[i]).rows);
+    const std::int64_t rows = total(over_workers(strategy, internal::IteratorAccess::position(*replayed[i]).rows));
     if (rows != saved.rows) {
       throw InvalidArgumentError(
           "checkpoint " + path + ": " + quote_name(entries_[i].name) + " was saved after " +

@@ -417,17 +417,28 @@ std::uint64_t IteratorAccess::fingerprint(const DistributedDataset& dataset) {
   return fnv1a((dataset.source_ ? *dataset.source_ : dataset.per_replica_).describe());
 }
 
-std::uint64_t IteratorAccess::origin(const DistributedIterator& iterator) { return iterator.impl_->dataset->origin_; }
-bool IteratorAccess::across_workers(const DistributedIterator& iterator) { return iterator.impl_->agreement != nullptr; }
-int IteratorAccess::num_replicas(const DistributedIterator& iterator) { return iterator.impl_->dataset->num_replicas_; }
+const DistributedIterator::Impl& IteratorAccess::state(const DistributedIterator& iterator) {
+  if (!iterator.impl_) throw FailedPreconditionError("Checkpoint: the tracked DistributedIterator was moved from");
+  return *iterator.impl_;
+}
+
+std::uint64_t IteratorAccess::origin(const DistributedIterator& iterator) {
+  return state(iterator).dataset->origin_;
+}
+bool IteratorAccess::across_workers(const DistributedIterator& iterator) {
+  return state(iterator).agreement != nullptr;
+}
+int IteratorAccess::num_replicas(const DistributedIterator& iterator) {
+  return state(iterator).dataset->num_replicas_;
+}
 
 IteratorPosition IteratorAccess::position(const DistributedIterator& iterator) {
-  const auto& impl = *iterator.impl_;
+  const auto& impl = state(iterator);
   return IteratorPosition{impl.steps, impl.rows, fingerprint(*impl.dataset), impl.shuffle_iterations};
 }
 
 void IteratorAccess::check_replayable(const DistributedIterator& iterator, const std::string& what) {
-  const DistributedDataset& dataset = *iterator.impl_->dataset;
+  const DistributedDataset& dataset = *state(iterator).dataset;
   for_each_node(dataset.per_replica_, [&](const DatasetNode& node) {
     if (const char* reason = node.unreplayable()) {
       throw UnimplementedError(what + ": the iterator's position cannot be saved: its input pipeline has " + reason +
@@ -437,23 +448,36 @@ void IteratorAccess::check_replayable(const DistributedIterator& iterator, const
   });
 }
 
+namespace {
+
+// The same pipeline made of new nodes (sources shared: they hold no
+// iteration state): its shuffles count their iterations apart from the
+// original's, which other iterators, or the iterator being replaced and its
+// prefetch threads, may be advancing meanwhile.
+Dataset private_copy(const Dataset& pipeline) {
+  const Dataset* input = pipeline.node()->input();
+  if (input == nullptr) return pipeline;
+  return Dataset(pipeline.node()->with_input(private_copy(*input)));
+}
+
+}  // namespace
+
+std::uint64_t IteratorAccess::fingerprint(const DistributedIterator& iterator) {
+  return fingerprint(*state(iterator).dataset);
+}
+
+std::string IteratorAccess::describe(const DistributedIterator& iterator) {
+  const DistributedDataset& d = *state(iterator).dataset;
+  return (d.source_ ? *d.source_ : d.per_replica_).describe();
+}
+
 DistributedIterator IteratorAccess::at(const DistributedIterator& like, const IteratorPosition& position,
                                        const std::string& what) {
-  const DistributedDataset& dataset = *like.impl_->dataset;
-  const std::uint64_t mine = fingerprint(dataset);
-  if (position.fingerprint != mine) {
-    throw InvalidArgumentError(what + " was saved from another input pipeline than the tracked iterator's (" +
-                               (dataset.source_ ? *dataset.source_ : dataset.per_replica_).describe() +
-                               "); restore it into an iterator of the same pipeline definition");
-  }
-  if (position.steps < 0) {
-    throw InvalidArgumentError(what + ": expected a position of at least 0 steps, got " + std::to_string(position.steps));
-  }
-  // The shuffles' counters as they were when the saved iterator was made.
-  // The iterator being replaced shares them: its background producer may be
-  // about to start a pass (making a shuffle iterator takes a count); it is
-  // left idle first.
-  if (like.impl_->prefetcher) like.impl_->prefetcher->wait_idle();
+  // A private copy of the pipeline, its shuffles set to the iterations they
+  // were at when the saved iterator was made: nothing shared changes, so a
+  // failed restore leaves every dataset as it was.
+  DistributedDataset dataset = *state(like).dataset;
+  dataset.per_replica_ = private_copy(dataset.per_replica_);
   std::vector<std::atomic<std::uint64_t>*> counters;
   for_each_node(dataset.per_replica_, [&](const DatasetNode& node) {
     if (std::atomic<std::uint64_t>* c = node.iteration_counter()) counters.push_back(c);
@@ -465,12 +489,23 @@ DistributedIterator IteratorAccess::at(const DistributedIterator& like, const It
   }
   for (std::size_t k = 0; k < counters.size(); ++k) counters[k]->store(position.shuffle_iterations[k]);
   DistributedIterator out = dataset.make_iterator();
+  // The steps are replayed from this worker's own stream, without the
+  // workers' agreement (a replay error stays on its worker; the checkpoint
+  // agrees on the outcome afterwards). A worker whose data ended earlier
+  // had empty steps from then on.
+  DistributedIterator::Impl& impl = *out.impl_;
   for (std::int64_t step = 0; step < position.steps; ++step) {
-    if (!out.impl_->next().has_value()) {
+    std::optional<PerReplica<Element>> s = impl.prefetcher ? impl.prefetcher->next() : impl.source->next();
+    if (!s.has_value()) {
+      if (impl.agreement) break;
       throw InvalidArgumentError(what + " was saved after " + std::to_string(position.steps) +
                                  " steps, but the tracked iterator's pipeline ends after " + std::to_string(step));
     }
+    for (const Element& e : *s) {
+      if (e.size() > 0) impl.rows += e[0].rank() > 0 ? e[0].dim(0) : 1;
+    }
   }
+  impl.steps = position.steps;
   return out;
 }
 

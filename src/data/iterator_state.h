@@ -7,8 +7,8 @@
 // distributed), and the iteration counters of the pipeline's reshuffling
 // shuffles as they were when the iterator was made (iteration k of a
 // shuffle draws the k-th order). Restoring makes a new iterator of the same
-// distributed dataset with those counters set back, and skips the saved
-// number of steps: its next step is, bitwise, the one an uninterrupted run
+// distributed dataset (over a private copy of its transformations, with
+// those counters set back) and skips the saved number of steps: its next step is, bitwise, the one an uninterrupted run
 // would have returned, with the same or another number of replicas (the
 // global batches are the same; their split across replicas follows the
 // strategy). The skipped steps are computed again (the pipeline's maps
@@ -45,21 +45,31 @@ class IteratorAccess {
   // UnimplementedError naming `what` and the transformation that cannot be
   // replayed.
   static void check_replayable(const DistributedIterator& iterator, const std::string& what);
-  // A new iterator of `like`'s distributed dataset at `position`: raises
-  // InvalidArgumentError (naming `what`) when the position belongs to another
-  // pipeline or the pipeline ends before it; `like` is not changed.
+  // A new iterator of `like`'s distributed dataset at `position`, replayed
+  // on a private copy of the pipeline from this worker's own stream (no
+  // collectives): raises InvalidArgumentError (naming `what`) when the
+  // pipeline's shuffles differ or (one worker) it ends before the position.
+  // Nothing shared changes; the fingerprint and the rows are the caller's
+  // to check (over the workers).
   static DistributedIterator at(const DistributedIterator& like, const IteratorPosition& position,
                                 const std::string& what);
   // The iteration counters of the pipeline's reshuffling shuffles, from the
   // last transformation to the source.
   static std::vector<std::uint64_t> shuffle_iterations(const Dataset& pipeline);
   static std::uint64_t fingerprint(const DistributedDataset& dataset);
+  static std::uint64_t fingerprint(const DistributedIterator& iterator);
+  // Its pipeline's description (the dataset given to the strategy).
+  static std::string describe(const DistributedIterator& iterator);
   // The id of the strategy that distributed the iterator's dataset.
   static std::uint64_t origin(const DistributedIterator& iterator);
   // Whether the workers agree on its steps (several workers).
   static bool across_workers(const DistributedIterator& iterator);
   // The local replicas its steps are split into.
   static int num_replicas(const DistributedIterator& iterator);
+
+ private:
+  // The iterator's state; FailedPreconditionError for a moved-from one.
+  static const DistributedIterator::Impl& state(const DistributedIterator& iterator);
 };
 
 }  // namespace distribute::internal

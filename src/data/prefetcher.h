@@ -69,19 +69,6 @@ class Prefetcher {
     return std::move(std::get<T>(item));
   }
 
-  // Waits until the producer is idle: its queue full, or the stream ended.
-  // It then makes no progress until next() takes a value (what a restore
-  // needs before it rewinds state shared with the producer's pipeline).
-  void wait_idle() {
-    std::unique_lock<std::mutex> lock(mutex_);
-    while (queue_.size() < depth_ && !finished_) {
-      const std::uint32_t seen = produced_.load();
-      lock.unlock();
-      produced_.wait_while_equal(seen, policy_);
-      lock.lock();
-    }
-  }
-
  private:
   using Item = std::variant<T, std::exception_ptr>;
 

@@ -36,7 +36,7 @@ std::vector<std::string> cpus(int n) {
 // shuffle that reshuffles every epoch, batches of 8 (with 100 rows the last
 // one of each epoch has 4), repeated. Each call builds a new definition, as
 // a new process would.
-Dataset natural_pipeline(int n = 100) {
+Dataset natural_pipeline(int n = 100, bool prefetch = false) {
   std::vector<float> x(static_cast<std::size_t>(n)), y(static_cast<std::size_t>(n));
   for (int i = 0; i < n; ++i) {
     x[static_cast<std::size_t>(i)] = static_cast<float>(i);
@@ -45,7 +45,8 @@ Dataset natural_pipeline(int n = 100) {
   return Dataset::from_tensor_slices(std::vector<Tensor>{Tensor(x, Shape{n}), Tensor(y, Shape{n})})
       .shuffle(50, /*seed=*/7)
       .batch(8)
-      .repeat();
+      .repeat()
+      .prefetch(prefetch ? 3 : 0);
 }
 
 // A step as the global batch: every replica's rows of each component, in
@@ -83,19 +84,20 @@ class IteratorCheckpointTest : public ::testing::Test {
 // Saved after `at` steps on `save_replicas` replicas, restored on
 // `restore_replicas`: the next 30 steps (across epochs) equal an
 // uninterrupted run's steps at..at+29 on `restore_replicas`.
-void expect_resumes(const std::string& dir, int rows, int at, int save_replicas, int restore_replicas) {
+void expect_resumes(const std::string& dir, int rows, int at, int save_replicas, int restore_replicas,
+                    bool prefetch = false) {
   SCOPED_TRACE(std::to_string(rows) + " rows, saved after " + std::to_string(at) + " steps on " +
                std::to_string(save_replicas) + " replicas, restored on " + std::to_string(restore_replicas));
   std::vector<std::vector<std::vector<float>>> expected;
   {
     MirroredStrategy reference(cpus(restore_replicas));
-    DistributedIterator it = reference.experimental_distribute_dataset(natural_pipeline(rows)).make_iterator();
+    DistributedIterator it = reference.experimental_distribute_dataset(natural_pipeline(rows, prefetch)).make_iterator();
     expected = steps_of(it, at + 30);
   }
   std::string path;
   {
     MirroredStrategy first(cpus(save_replicas));
-    DistributedDataset data = first.experimental_distribute_dataset(natural_pipeline(rows));
+    DistributedDataset data = first.experimental_distribute_dataset(natural_pipeline(rows, prefetch));
     DistributedIterator it = data.make_iterator();
     for (int i = 0; i < at; ++i) it.get_next();
     Checkpoint ckpt;
@@ -103,7 +105,7 @@ void expect_resumes(const std::string& dir, int rows, int at, int save_replicas,
     path = ckpt.save(dir);
   }
   MirroredStrategy second(cpus(restore_replicas));
-  DistributedDataset data = second.experimental_distribute_dataset(natural_pipeline(rows));
+  DistributedDataset data = second.experimental_distribute_dataset(natural_pipeline(rows, prefetch));
   DistributedIterator it = data.make_iterator();
   it.get_next();  // the fresh iterator moves: restore() replaces its position
   Checkpoint ckpt;
@@ -119,6 +121,56 @@ TEST_F(IteratorCheckpointTest, ResumesBitwiseWhereTheRunStoppedAcrossEpochs) {
   // 13 steps an epoch, the 13th of 4 rows.
   for (int at : {0, 1, 12, 13, 14, 40}) expect_resumes(dir_, 100, at, 2, 2);
   expect_resumes(dir_, 100, 27, 1, 1);
+}
+
+TEST_F(IteratorCheckpointTest, ResumesWithAPrefetchInThePipeline) {
+  // The prefetch's thread runs ahead across epoch boundaries (taking
+  // shuffle iterations) while the checkpoint is saved and restored.
+  for (int at : {3, 13, 30}) expect_resumes(dir_, 100, at, 2, 2, /*prefetch=*/true);
+}
+
+TEST_F(IteratorCheckpointTest, AFailedRestoreLeavesTheShufflesAsTheyWere) {
+  // The restore fails after its replay (another replica count after a
+  // partial batch): the tracked iterator, and new iterators of the same
+  // dataset, go on exactly as if it had not been tried.
+  std::string path;
+  {
+    MirroredStrategy two(cpus(2));
+    DistributedIterator it = two.experimental_distribute_dataset(natural_pipeline()).make_iterator();
+    for (int i = 0; i < 30; ++i) it.get_next();
+    Checkpoint ckpt;
+    ckpt.track("iterator", it);
+    path = ckpt.save(dir_);
+  }
+  MirroredStrategy one(cpus(1));
+  std::vector<std::vector<std::vector<float>>> expected_it, expected_new;
+  {
+    DistributedDataset data = one.experimental_distribute_dataset(natural_pipeline());
+    DistributedIterator it = data.make_iterator();
+    it.get_next();
+    expected_it = steps_of(it, 40);
+    DistributedIterator again = data.make_iterator();
+    expected_new = steps_of(again, 40);
+  }
+  DistributedDataset data = one.experimental_distribute_dataset(natural_pipeline());
+  DistributedIterator it = data.make_iterator();
+  it.get_next();
+  Checkpoint ckpt;
+  ckpt.track("iterator", it);
+  EXPECT_THROW(ckpt.restore(path), InvalidArgumentError);
+  EXPECT_EQ(steps_of(it, 40), expected_it);
+  DistributedIterator again = data.make_iterator();
+  EXPECT_EQ(steps_of(again, 40), expected_new);
+}
+
+TEST_F(IteratorCheckpointTest, AMovedFromIteratorIsRefused) {
+  MirroredStrategy strategy(cpus(2));
+  DistributedIterator it = strategy.experimental_distribute_dataset(natural_pipeline()).make_iterator();
+  Checkpoint ckpt;
+  ckpt.track("iterator", it);
+  DistributedIterator moved = std::move(it);
+  EXPECT_THAT(message_of<FailedPreconditionError>([&] { ckpt.save(dir_); }), HasSubstr("moved from"));
+  EXPECT_TRUE(fs::is_empty(dir_));
 }
 
 TEST_F(IteratorCheckpointTest, ResumesTheSameGlobalBatchesOnAnotherReplicaCount) {

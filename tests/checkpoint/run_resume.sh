@@ -27,5 +27,10 @@ out=$("$program" "$work/run" "$steps")
 got=$(sed -n 's/^hash //p' <<<"$out")
 echo "$killed kills, $resumed resumed runs; expected hash $expected, got $got"
 [ "$killed" -ge "$kills" ] || fail "only $killed runs were killed mid-run, expected $kills (the steps ran too fast)"
+# Most kills must have come after a checkpoint (else nothing was resumed),
+# and the final run must have resumed mid-run.
+[ "$resumed" -ge $((kills / 2)) ] || fail "only $resumed runs resumed from a checkpoint"
+final=$(sed -n 's/^resumed at step \([0-9]*\)$/\1/p' <<<"$out")
+[ -n "$final" ] && [ "$final" -gt 0 ] || fail "the final run did not resume from a checkpoint: $out"
 [ "$got" = "$expected" ] || fail "the resumed run's hash differs from the uninterrupted run's"
 echo PASS

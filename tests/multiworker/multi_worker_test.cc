@@ -556,6 +556,37 @@ TEST(MultiWorker, IteratorCheckpointResumesTheSameStepsOnEveryWorker) {
     load.restore(path);
   }
   for (int i = 0; i < 25; ++i) EXPECT_EQ(rows(again.get_next()), expected[static_cast<std::size_t>(i)]) << i;
+
+  // A pipeline per worker (TF's sharding by input_pipeline_id): each
+  // worker's own position is resumed.
+  const auto per_worker = [&] {
+    return s.distribute_datasets_from_function([&](const InputContext& context) {
+      return pipeline()
+          .unbatch()
+          .shard(context.num_input_pipelines(), context.input_pipeline_id())
+          .batch(4)
+          .repeat();
+    });
+  };
+  DistributedIterator own = per_worker().make_iterator();
+  for (int i = 0; i < 7; ++i) own.get_next();
+  Checkpoint own_ckpt;
+  own_ckpt.track("iterator", own);
+  std::string own_path;
+  {
+    auto scope = s.scope();
+    own_path = own_ckpt.save(dir);
+  }
+  std::vector<std::vector<std::int64_t>> own_expected;
+  for (int i = 0; i < 12; ++i) own_expected.push_back(rows(own.get_next()));
+  DistributedIterator own_again = per_worker().make_iterator();
+  Checkpoint own_load;
+  own_load.track("iterator", own_again);
+  {
+    auto scope = s.scope();
+    own_load.restore(own_path);
+  }
+  for (int i = 0; i < 12; ++i) EXPECT_EQ(rows(own_again.get_next()), own_expected[static_cast<std::size_t>(i)]) << i;
   s.reduce(ReduceOp::SUM, PerReplica<Tensor>(pid));
   if (s.is_chief()) std::filesystem::remove_all(dir);
 }

@@ -12,13 +12,16 @@
 # `net_skip` is called with the reason (the caller defines it).
 net_tag="dn$$"
 net_work=$(mktemp -d)
+# This run's namespaces only (another run's tag may share a prefix).
+net_namespaces() { ip netns list 2>/dev/null | awk '{print $1}' | grep -E "^${net_tag}(sw|h[0-9]+)\$" || true; }
 net_cleanup() {
+  set +e  # (under a caller's set -e: a process that ended meanwhile must not stop the cleanup)
   local ns pid
-  for ns in $(ip netns list 2>/dev/null | awk '{print $1}' | grep "^${net_tag}"); do
+  for ns in $(net_namespaces); do
     for pid in $(ip netns pids "$ns" 2>/dev/null); do kill -9 "$pid" 2>/dev/null; done
   done
   sleep 0.2
-  for ns in $(ip netns list 2>/dev/null | awk '{print $1}' | grep "^${net_tag}"); do ip netns del "$ns" 2>/dev/null; done
+  for ns in $(net_namespaces); do ip netns del "$ns" 2>/dev/null; done
   rm -rf "$net_work"
 }
 trap net_cleanup EXIT
@@ -35,10 +38,9 @@ net_hosts_up() {
   for h in $(seq 0 $((hosts - 1))); do
     ns="${net_tag}h$h"
     ip netns add "$ns" || return 1
-    ip link add "${net_tag}a$h" type veth peer name "${net_tag}b$h" 2>/dev/null ||
+    # Made inside the namespaces: nothing appears in the machine's own.
+    ip link add eth0 netns "$ns" type veth peer name "${net_tag}b$h" netns "${net_tag}sw" 2>/dev/null ||
       { net_skip "this machine does not permit veth pairs"; return 1; }
-    ip link set "${net_tag}a$h" netns "$ns" && ip link set "${net_tag}b$h" netns "${net_tag}sw" || return 1
-    ip -n "$ns" link set "${net_tag}a$h" name eth0 || return 1
     ip -n "$ns" addr add "$(net_addr "$h")/24" dev eth0 || return 1
     ip -n "$ns" link set eth0 up && ip -n "$ns" link set lo up || return 1
     ip -n "${net_tag}sw" link set "${net_tag}b$h" master br0 && ip -n "${net_tag}sw" link set "${net_tag}b$h" up || return 1
@@ -67,5 +69,5 @@ net_mpirun() {
   local mpiexec=$1
   shift
   ip netns exec "${net_tag}h0" unshare --uts sh -c 'hostname host0; exec "$@"' sh \
-    timeout "${NET_TIMEOUT:-600}" "$mpiexec" "${net_flags[@]}" "$@"
+    timeout -k 10 "${NET_TIMEOUT:-600}" "$mpiexec" "${net_flags[@]}" "$@"
 }

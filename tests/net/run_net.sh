@@ -45,7 +45,7 @@ launch() {
 wait_for() {
   local end=$((SECONDS + $1))
   while [ "$SECONDS" -lt "$end" ]; do
-    [ "$(grep -cE "$3" "$work/out" 2>/dev/null)" -ge "$2" ] && return 0
+    [ "$(grep -cE "$3" "$work/out" 2>/dev/null || true)" -ge "$2" ] 2>/dev/null && return 0
     sleep 0.1
   done
   return 1
