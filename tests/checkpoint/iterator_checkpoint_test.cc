@@ -26,11 +26,8 @@ using ::testing::AllOf;
 using ::testing::HasSubstr;
 using testing::message_of;
 
-std::vector<std::string> cpus(int n) {
-  std::vector<std::string> devices;
-  for (int i = 0; i < n; ++i) devices.push_back("CPU:" + std::to_string(i));
-  return devices;
-}
+using testing::cpu_devices;
+std::vector<std::string> cpus(int n) { return cpu_devices(n); }
 
 // The natural training input: `n` rows (features i and 2i), a seeded
 // shuffle that reshuffles every epoch, batches of 8 (with 100 rows the last
@@ -68,6 +65,17 @@ std::vector<std::vector<std::vector<float>>> steps_of(DistributedIterator& it, i
   std::vector<std::vector<std::vector<float>>> out;
   for (int i = 0; i < n; ++i) out.push_back(global_batch(it.get_next()));
   return out;
+}
+
+// The natural pipeline's position after `steps` steps on 2 replicas,
+// saved into `dir`.
+std::string save_after(const std::string& dir, int steps) {
+  MirroredStrategy two(cpus(2));
+  DistributedIterator it = two.experimental_distribute_dataset(natural_pipeline()).make_iterator();
+  for (int i = 0; i < steps; ++i) it.get_next();
+  Checkpoint ckpt;
+  ckpt.track("iterator", it);
+  return ckpt.save(dir);
 }
 
 class IteratorCheckpointTest : public ::testing::Test {
@@ -133,15 +141,7 @@ TEST_F(IteratorCheckpointTest, AFailedRestoreLeavesTheShufflesAsTheyWere) {
   // The restore fails after its replay (another replica count after a
   // partial batch): the tracked iterator, and new iterators of the same
   // dataset, go on exactly as if it had not been tried.
-  std::string path;
-  {
-    MirroredStrategy two(cpus(2));
-    DistributedIterator it = two.experimental_distribute_dataset(natural_pipeline()).make_iterator();
-    for (int i = 0; i < 30; ++i) it.get_next();
-    Checkpoint ckpt;
-    ckpt.track("iterator", it);
-    path = ckpt.save(dir_);
-  }
+  const std::string path = save_after(dir_, 30);
   MirroredStrategy one(cpus(1));
   std::vector<std::vector<std::vector<float>>> expected_it, expected_new;
   {
@@ -187,15 +187,7 @@ TEST_F(IteratorCheckpointTest, AnotherReplicaCountAfterAPartialBatchInsideTheStr
   // 2 replicas cut the epoch's 4-row batch and the next epoch's first rows
   // into one step of 8; 1 replica returns the 4 rows alone: after step 13,
   // the same step count is not the same input position.
-  std::string path;
-  {
-    MirroredStrategy two(cpus(2));
-    DistributedIterator it = two.experimental_distribute_dataset(natural_pipeline()).make_iterator();
-    for (int i = 0; i < 15; ++i) it.get_next();
-    Checkpoint ckpt;
-    ckpt.track("iterator", it);
-    path = ckpt.save(dir_);
-  }
+  const std::string path = save_after(dir_, 15);
   MirroredStrategy one(cpus(1));
   DistributedIterator it = one.experimental_distribute_dataset(natural_pipeline()).make_iterator();
   Checkpoint ckpt;

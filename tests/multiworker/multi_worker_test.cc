@@ -452,17 +452,29 @@ TEST(MultiWorker, TrainingEndsWithTheWeightsOfMirroredStrategyOfAllReplicas) {
   EXPECT_GT(multi[0].data<float>()[0], 0.05f);  // it did learn something
 }
 
-TEST(MultiWorker, CheckpointIsWrittenByTheChiefAndRestoredOnEveryWorker) {
-  MultiWorkerMirroredStrategy& s = strategy();
-  // One directory for the job: named after the chief's process id.
+// One directory for the job, named after the chief's process id, made by
+// the chief before any worker returns.
+std::string job_directory(MultiWorkerMirroredStrategy& s, const std::string& prefix) {
   std::vector<Tensor> pid(static_cast<std::size_t>(g_local), Tensor(std::int64_t{0}));
   if (s.is_chief()) pid[0] = Tensor(static_cast<std::int64_t>(::getpid()));
   const std::int64_t chief_pid = s.reduce(ReduceOp::SUM, PerReplica<Tensor>(pid)).data<std::int64_t>()[0];
   std::string dir = ::testing::TempDir();
   if (!dir.empty() && dir.back() != '/') dir += '/';
-  dir += "distribute_mw_ckpt_" + std::to_string(chief_pid);
+  dir += prefix + std::to_string(chief_pid);
   if (s.is_chief()) std::filesystem::create_directories(dir);
   s.reduce(ReduceOp::SUM, PerReplica<Tensor>(pid));  // the directory exists before anyone saves
+  return dir;
+}
+
+// Removes it once every worker is done with it.
+void remove_job_directory(MultiWorkerMirroredStrategy& s, const std::string& dir) {
+  s.run([] { get_replica_context()->all_reduce(ReduceOp::SUM, Tensor{0.f}); });
+  if (s.is_chief()) std::filesystem::remove_all(dir);
+}
+
+TEST(MultiWorker, CheckpointIsWrittenByTheChiefAndRestoredOnEveryWorker) {
+  MultiWorkerMirroredStrategy& s = strategy();
+  const std::string dir = job_directory(s, "distribute_mw_ckpt_");
 
   std::optional<Variable> weights, seen;
   {
@@ -504,22 +516,14 @@ TEST(MultiWorker, CheckpointIsWrittenByTheChiefAndRestoredOnEveryWorker) {
   for (const Tensor& c : weights->values()) EXPECT_EQ(c, (Tensor{1.f, 2.f}));
   EXPECT_EQ(seen->value(), Tensor{static_cast<float>(s.num_replicas_in_sync())});
   EXPECT_EQ(step, 42);
-  s.reduce(ReduceOp::SUM, PerReplica<Tensor>(pid));  // everyone restored before the chief cleans up
-  if (s.is_chief()) std::filesystem::remove_all(dir);
+  remove_job_directory(s, dir);  // after everyone restored
 }
 
 // A distributed iterator's position saved by the chief is restored on every
 // worker: the next steps are those the iterator gave after the save.
 TEST(MultiWorker, IteratorCheckpointResumesTheSameStepsOnEveryWorker) {
   MultiWorkerMirroredStrategy& s = strategy();
-  std::vector<Tensor> pid(static_cast<std::size_t>(g_local), Tensor(std::int64_t{0}));
-  if (s.is_chief()) pid[0] = Tensor(static_cast<std::int64_t>(::getpid()));
-  const std::int64_t chief_pid = s.reduce(ReduceOp::SUM, PerReplica<Tensor>(pid)).data<std::int64_t>()[0];
-  std::string dir = ::testing::TempDir();
-  if (!dir.empty() && dir.back() != '/') dir += '/';
-  dir += "distribute_mw_iter_" + std::to_string(chief_pid);
-  if (s.is_chief()) std::filesystem::create_directories(dir);
-  s.reduce(ReduceOp::SUM, PerReplica<Tensor>(pid));
+  const std::string dir = job_directory(s, "distribute_mw_iter_");
 
   const auto pipeline = [] {
     std::vector<std::int64_t> v(200);
@@ -587,8 +591,7 @@ TEST(MultiWorker, IteratorCheckpointResumesTheSameStepsOnEveryWorker) {
     own_load.restore(own_path);
   }
   for (int i = 0; i < 12; ++i) EXPECT_EQ(rows(own_again.get_next()), own_expected[static_cast<std::size_t>(i)]) << i;
-  s.reduce(ReduceOp::SUM, PerReplica<Tensor>(pid));
-  if (s.is_chief()) std::filesystem::remove_all(dir);
+  remove_job_directory(s, dir);
 }
 
 // The chief's failure to save reaches every worker as its error code and
