@@ -428,6 +428,18 @@ dist::ReduceOp reduce_op(const std::string& name) {
   throw dist::InvalidArgumentError("expected ReduceOp.SUM or ReduceOp.MEAN (or \"sum\", \"mean\"), got " + name);
 }
 
+// ReplicaContext::all_reduce of `values` (a Tensor or a vector of them)
+// from Python, with the GIL released for the wait.
+template <class Values>
+auto replica_all_reduce(const std::string& op, const Values& values, std::optional<double> timeout) {
+  dist::ReplicaContext& ctx = dist::current_replica_context();
+  dist::CommunicationOptions options;
+  options.timeout_seconds = timeout;
+  Interruptible interruptible;
+  ReleaseGil nogil;
+  return ctx.all_reduce(reduce_op(op), values, options);
+}
+
 dist::InputOptions input_options(int buffer_size, const std::string& policy) {
   dist::InputOptions options;
   options.experimental_per_replica_buffer_size = buffer_size;
@@ -816,12 +828,7 @@ PYBIND11_MODULE(_core, m) {
   m.def("current_strategy_id", [] { return dist::get_strategy().id(); });
   m.def("in_cross_replica_context", &dist::in_cross_replica_context);
   m.def("all_reduce", [](const std::string& op, std::vector<dist::Tensor> values, std::optional<double> timeout) {
-    dist::ReplicaContext& ctx = dist::current_replica_context();
-    dist::CommunicationOptions options;
-    options.timeout_seconds = timeout;
-    Interruptible interruptible;
-    ReleaseGil nogil;
-    return ctx.all_reduce(reduce_op(op), values, options);
+    return replica_all_reduce(op, values, timeout);
   });
   // all_reduce of one numpy array, the common case (a gradient), wrapped
   // here rather than by Python's convert(): None when the array needs
@@ -836,12 +843,7 @@ PYBIND11_MODULE(_core, m) {
           } catch (const dist::InvalidArgumentError&) {
             return std::nullopt;
           }
-          dist::ReplicaContext& ctx = dist::current_replica_context();
-          dist::CommunicationOptions options;
-          options.timeout_seconds = timeout;
-          Interruptible interruptible;
-          ReleaseGil nogil;
-          return ctx.all_reduce(reduce_op(op), *value, options);
+          return replica_all_reduce(op, *value, timeout);
         });
   // all_reduce_in_place's whole call (C-contiguous writable buffers): the
   // buffers are donated, and those not reduced in place receive their

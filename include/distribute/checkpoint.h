@@ -108,8 +108,12 @@ class Checkpoint {
   // shuffle without a seed). restore() raises InvalidArgumentError for a
   // position saved from another pipeline definition (a datasets_from_function
   // pipeline whose per-replica batch changed with the replica count
-  // included) or beyond the pipeline's end. The iterator must stay valid
-  // while the Checkpoint is used; restore() replaces it (move-assignment).
+  // included), beyond the pipeline's end, or on another replica count whose
+  // steps hold other rows (after a partial batch inside the stream). A
+  // multi-worker iterator is saved and restored under its strategy (its
+  // scope, or its tracked variables'): FailedPreconditionError otherwise.
+  // The iterator must stay valid while the Checkpoint is used; restore()
+  // replaces it (move-assignment).
   void track(const std::string& name, DistributedIterator& iterator);
 
   // Names in tracking order.

@@ -19,6 +19,7 @@
 #include <system_error>
 #include <type_traits>
 #include <utility>
+#include <numeric>
 #include <variant>
 
 #include "checkpoint/crc32c.h"
@@ -508,11 +509,7 @@ namespace {
 // A tracked iterator's rows summed over the workers (each reads its own
 // shard), and its pipeline's fingerprint combined over them (with
 // distribute_datasets_from_function each worker has its own pipeline).
-std::int64_t total(const std::vector<std::int64_t>& v) {
-  std::int64_t sum = 0;
-  for (std::int64_t x : v) sum += x;
-  return sum;
-}
+std::int64_t total(const std::vector<std::int64_t>& v) { return std::accumulate(v.begin(), v.end(), std::int64_t{0}); }
 
 std::uint64_t combined(const std::vector<std::int64_t>& fingerprints) {
   if (fingerprints.size() == 1) return std::bit_cast<std::uint64_t>(fingerprints[0]);

@@ -188,6 +188,19 @@ std::vector<std::int64_t> batch_sizes_for_worker(std::int64_t global_batch_size,
   return mine;
 }
 
+namespace {
+
+// The rows of a step's global batch (its elements' first components).
+std::int64_t rows_of(const PerReplica<Element>& step) {
+  std::int64_t rows = 0;
+  for (const Element& e : step) {
+    if (e.size() > 0) rows += e[0].rank() > 0 ? e[0].dim(0) : 1;
+  }
+  return rows;
+}
+
+}  // namespace
+
 struct DistributedIterator::Impl {
   std::unique_ptr<internal::StepSource> source;
   // With a buffer: a background thread runs `source` ahead of the consumer.
@@ -210,9 +223,7 @@ struct DistributedIterator::Impl {
     if (agreement) step = agreement->settle(std::move(step));
     if (step.has_value()) {
       ++steps;
-      for (const Element& e : *step) {
-        if (e.size() > 0) rows += e[0].rank() > 0 ? e[0].dim(0) : 1;
-      }
+      rows += rows_of(*step);
     }
     return step;
   }
@@ -403,18 +414,25 @@ void for_each_node(const Dataset& pipeline, F&& f) {
   }
 }
 
-}  // namespace
-
-std::vector<std::uint64_t> IteratorAccess::shuffle_iterations(const Dataset& pipeline) {
-  std::vector<std::uint64_t> counters;
+// The iteration counters of the pipeline's reshuffling shuffles.
+std::vector<std::atomic<std::uint64_t>*> counters_of(const Dataset& pipeline) {
+  std::vector<std::atomic<std::uint64_t>*> counters;
   for_each_node(pipeline, [&](const DatasetNode& node) {
-    if (std::atomic<std::uint64_t>* c = node.iteration_counter()) counters.push_back(c->load());
+    if (std::atomic<std::uint64_t>* c = node.iteration_counter()) counters.push_back(c);
   });
   return counters;
 }
 
-std::uint64_t IteratorAccess::fingerprint(const DistributedDataset& dataset) {
-  return fnv1a((dataset.source_ ? *dataset.source_ : dataset.per_replica_).describe());
+}  // namespace
+
+std::vector<std::uint64_t> IteratorAccess::shuffle_iterations(const Dataset& pipeline) {
+  std::vector<std::uint64_t> values;
+  for (std::atomic<std::uint64_t>* c : counters_of(pipeline)) values.push_back(c->load());
+  return values;
+}
+
+const Dataset& IteratorAccess::definition(const DistributedDataset& dataset) {
+  return dataset.source_ ? *dataset.source_ : dataset.per_replica_;
 }
 
 const DistributedIterator::Impl& IteratorAccess::state(const DistributedIterator& iterator) {
@@ -434,7 +452,7 @@ int IteratorAccess::num_replicas(const DistributedIterator& iterator) {
 
 IteratorPosition IteratorAccess::position(const DistributedIterator& iterator) {
   const auto& impl = state(iterator);
-  return IteratorPosition{impl.steps, impl.rows, fingerprint(*impl.dataset), impl.shuffle_iterations};
+  return IteratorPosition{impl.steps, impl.rows, fnv1a(definition(*impl.dataset).describe()), impl.shuffle_iterations};
 }
 
 void IteratorAccess::check_replayable(const DistributedIterator& iterator, const std::string& what) {
@@ -443,7 +461,7 @@ void IteratorAccess::check_replayable(const DistributedIterator& iterator, const
     if (const char* reason = node.unreplayable()) {
       throw UnimplementedError(what + ": the iterator's position cannot be saved: its input pipeline has " + reason +
                                "; give the shuffle a seed, or build the input from a source the pipeline reads (" +
-                               (dataset.source_ ? *dataset.source_ : dataset.per_replica_).describe() + ")");
+                               definition(dataset).describe() + ")");
     }
   });
 }
@@ -463,12 +481,11 @@ Dataset private_copy(const Dataset& pipeline) {
 }  // namespace
 
 std::uint64_t IteratorAccess::fingerprint(const DistributedIterator& iterator) {
-  return fingerprint(*state(iterator).dataset);
+  return fnv1a(describe(iterator));
 }
 
 std::string IteratorAccess::describe(const DistributedIterator& iterator) {
-  const DistributedDataset& d = *state(iterator).dataset;
-  return (d.source_ ? *d.source_ : d.per_replica_).describe();
+  return definition(*state(iterator).dataset).describe();
 }
 
 DistributedIterator IteratorAccess::at(const DistributedIterator& like, const IteratorPosition& position,
@@ -478,10 +495,7 @@ DistributedIterator IteratorAccess::at(const DistributedIterator& like, const It
   // failed restore leaves every dataset as it was.
   DistributedDataset dataset = *state(like).dataset;
   dataset.per_replica_ = private_copy(dataset.per_replica_);
-  std::vector<std::atomic<std::uint64_t>*> counters;
-  for_each_node(dataset.per_replica_, [&](const DatasetNode& node) {
-    if (std::atomic<std::uint64_t>* c = node.iteration_counter()) counters.push_back(c);
-  });
+  const std::vector<std::atomic<std::uint64_t>*> counters = counters_of(dataset.per_replica_);
   if (counters.size() != position.shuffle_iterations.size()) {
     throw InvalidArgumentError(what + " holds " + std::to_string(position.shuffle_iterations.size()) +
                                " shuffle state(s), the tracked iterator's pipeline has " +
@@ -501,9 +515,7 @@ DistributedIterator IteratorAccess::at(const DistributedIterator& like, const It
       throw InvalidArgumentError(what + " was saved after " + std::to_string(position.steps) +
                                  " steps, but the tracked iterator's pipeline ends after " + std::to_string(step));
     }
-    for (const Element& e : *s) {
-      if (e.size() > 0) impl.rows += e[0].rank() > 0 ? e[0].dim(0) : 1;
-    }
+    impl.rows += rows_of(*s);
   }
   impl.steps = position.steps;
   return out;

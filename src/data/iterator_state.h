@@ -8,11 +8,13 @@
 // shuffles as they were when the iterator was made (iteration k of a
 // shuffle draws the k-th order). Restoring makes a new iterator of the same
 // distributed dataset (over a private copy of its transformations, with
-// those counters set back) and skips the saved number of steps: its next step is, bitwise, the one an uninterrupted run
-// would have returned, with the same or another number of replicas (the
-// global batches are the same; their split across replicas follows the
-// strategy). The skipped steps are computed again (the pipeline's maps
-// run), so a restore costs about as much input work as the steps it skips.
+// those counters set back) and skips the saved number of steps: its next
+// step is, bitwise, the one an uninterrupted run would have returned, with
+// the same or another number of replicas (the global batches are the same;
+// their split across replicas follows the strategy; the checkpoint checks
+// that the replayed steps hold the saved rows). The skipped steps are
+// computed again (the pipeline's maps run), so a restore costs about as
+// much input work as the steps it skips.
 //
 // Replay needs a pipeline that gives the same elements in a new process:
 // from_generator (its state is the generator's) and a shuffle without a
@@ -56,7 +58,7 @@ class IteratorAccess {
   // The iteration counters of the pipeline's reshuffling shuffles, from the
   // last transformation to the source.
   static std::vector<std::uint64_t> shuffle_iterations(const Dataset& pipeline);
-  static std::uint64_t fingerprint(const DistributedDataset& dataset);
+  // A hash of describe(): the same on any machine for the same definition.
   static std::uint64_t fingerprint(const DistributedIterator& iterator);
   // Its pipeline's description (the dataset given to the strategy).
   static std::string describe(const DistributedIterator& iterator);
@@ -70,6 +72,8 @@ class IteratorAccess {
  private:
   // The iterator's state; FailedPreconditionError for a moved-from one.
   static const DistributedIterator::Impl& state(const DistributedIterator& iterator);
+  // The dataset the strategy distributed (per_replica_ when built directly).
+  static const Dataset& definition(const DistributedDataset& dataset);
 };
 
 }  // namespace distribute::internal
