@@ -118,6 +118,9 @@ class Checkpoint {
 
   // Names in tracking order.
   std::vector<std::string> tracked_names() const;
+  // Stops tracking `name` (its pointer may then dangle); returns whether it
+  // was tracked.
+  bool untrack(const std::string& name);
 
   // Writes a new checkpoint into `directory` (which must exist) and returns
   // its path, <directory>/ckpt-<N>.dckpt, N one more than the highest number

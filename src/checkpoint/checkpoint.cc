@@ -530,6 +530,10 @@ internal::IteratorPosition position_of(const Tensor& t) {
 
 }  // namespace
 
+bool Checkpoint::untrack(const std::string& name) {
+  return std::erase_if(entries_, [&](const Entry& e) { return e.name == name; }) > 0;
+}
+
 std::vector<std::string> Checkpoint::tracked_names() const {
   std::vector<std::string> names;
   names.reserve(entries_.size());

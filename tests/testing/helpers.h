@@ -4,11 +4,15 @@
 #include <gtest/gtest.h>
 #include <pthread.h>
 #include <sched.h>
+#include <stdlib.h>
 
 #include <cstddef>
 #include <exception>
-#include <thread>
+#include <stdexcept>
+#include <filesystem>
 #include <string>
+#include <system_error>
+#include <thread>
 #include <vector>
 
 #include "distribute/replica_context.h"
@@ -68,6 +72,28 @@ void run_on_one_cpu(F&& f) {
   });
   pinned.join();
 }
+
+// A fresh directory under the system's temporary directory, removed with
+// everything in it when the object is destroyed.
+class TempDir {
+ public:
+  explicit TempDir(const std::string& prefix) {
+    std::string templ = (std::filesystem::temp_directory_path() / (prefix + ".XXXXXX")).string();
+    if (::mkdtemp(templ.data()) == nullptr) throw std::runtime_error("mkdtemp failed for " + templ);
+    path_ = templ;
+  }
+  ~TempDir() {
+    std::error_code ec;
+    std::filesystem::remove_all(path_, ec);
+  }
+  TempDir(const TempDir&) = delete;
+  TempDir& operator=(const TempDir&) = delete;
+  const std::string& path() const noexcept { return path_; }
+  std::string operator/(const std::string& name) const { return (std::filesystem::path(path_) / name).string(); }
+
+ private:
+  std::string path_;
+};
 
 // Inside a replica function: its context and its replica id.
 inline ReplicaContext& ctx() { return *get_replica_context(); }
