@@ -79,11 +79,18 @@ struct TerminationConfig {
   int exit_code = 42;
 };
 
+// What construction restores: the latest checkpoint of the directory (TF's
+// behaviour), or nothing (a program that restores by its own rule, e.g. only
+// when asked to resume; it then restores after constructing the handler, so
+// that the handler's count is restored with the rest).
+enum class InitialRestore { kLatest, kNone };
+
 class PreemptionCheckpointHandler {
  public:
   // Uses the current strategy (get_strategy(): construct it inside the
   // strategy's scope), which must outlive the handler, as must `checkpoint`.
-  PreemptionCheckpointHandler(Checkpoint& checkpoint, std::string checkpoint_dir, TerminationConfig config = {});
+  PreemptionCheckpointHandler(Checkpoint& checkpoint, std::string checkpoint_dir, TerminationConfig config = {},
+                              InitialRestore restore = InitialRestore::kLatest);
   ~PreemptionCheckpointHandler();
   PreemptionCheckpointHandler(const PreemptionCheckpointHandler&) = delete;
   PreemptionCheckpointHandler& operator=(const PreemptionCheckpointHandler&) = delete;

@@ -53,7 +53,7 @@ void in_scope(Strategy& strategy, F&& fn) {
 }  // namespace
 
 PreemptionCheckpointHandler::PreemptionCheckpointHandler(Checkpoint& checkpoint, std::string checkpoint_dir,
-                                                         TerminationConfig config)
+                                                         TerminationConfig config, InitialRestore restore)
     : checkpoint_(&checkpoint), strategy_(&get_strategy()), directory_(std::move(checkpoint_dir)),
       config_(std::move(config)) {
   require_cross_replica("PreemptionCheckpointHandler");
@@ -93,7 +93,9 @@ PreemptionCheckpointHandler::PreemptionCheckpointHandler(Checkpoint& checkpoint,
   }
   try {
     checkpoint.track(kRunCallsName, &run_calls_);
-    if (std::optional<std::string> latest = latest_checkpoint(directory_)) {
+    std::optional<std::string> latest;
+    if (restore == InitialRestore::kLatest) latest = latest_checkpoint(directory_);
+    if (latest) {
       in_scope(*strategy_, [&] { checkpoint.restore(*latest); });
       restored_from_ = *latest;
     }

@@ -43,7 +43,8 @@ int main(int argc, char** argv) {
       ->capture_default_str();
   app.add_option("--hidden", config.hidden, "hidden layer sizes")->capture_default_str()->delimiter(',');
   app.add_option("--data", config.data_path, "digits CSV (default: the shipped data/digits.csv)");
-  app.add_option("--checkpoint-dir", config.checkpoint_dir, "save a checkpoint there after every epoch");
+  app.add_option("--checkpoint-dir", config.checkpoint_dir,
+                 "save a checkpoint there after every epoch, and on SIGTERM (then exit with status 42)");
   app.add_option("--checkpoint-every", config.checkpoint_every_steps,
                  "also save a checkpoint every N steps, mid-epoch (0: only at the ends of epochs)")
       ->capture_default_str();
@@ -72,6 +73,11 @@ int main(int argc, char** argv) {
       if (app.count("--replicas") == 0) config.replicas = 1;
     }
     train::train(config);
+  } catch (const train::Preempted& p) {
+    // Every worker saved (the chief wrote the file) and ends here.
+    std::cerr << "distribute-train: preempted (SIGTERM): saved " << p.checkpoint << " at step " << p.step
+              << "; run the same command with --resume to continue (exit status " << p.exit_code << ")\n";
+    return p.exit_code;
   } catch (const std::exception& e) {
     std::cerr << "distribute-train: " << e.what() << "\n";
     return 1;

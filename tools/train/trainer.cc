@@ -327,16 +327,28 @@ TrainResult train(Strategy& strategy, const TrainConfig& config) {
   state.track(checkpoint);
 
   TrainResult result;
+  // With a checkpoint directory, a SIGTERM to any worker saves a checkpoint
+  // at the step all workers agree on and ends the run (Preempted). The
+  // handler also restores the latest checkpoint when resuming.
+  std::optional<PreemptionCheckpointHandler> preemption;
+  if (!config.checkpoint_dir.empty()) {
+    TerminationConfig termination;
+    termination.termination_watcher_fn = config.termination_watcher;
+    termination.exit_fn = [&config, &step, code = termination.exit_code] {
+      throw Preempted{latest_checkpoint(config.checkpoint_dir).value_or(""), step, code};
+    };
+    StrategyScope scope = strategy.scope();
+    preemption.emplace(checkpoint, config.checkpoint_dir, termination,
+                       config.resume ? InitialRestore::kLatest : InitialRestore::kNone);
+  }
   if (config.resume) {
-    if (std::optional<std::string> latest = latest_checkpoint(config.checkpoint_dir)) {
-      StrategyScope scope = strategy.scope();
-      checkpoint.restore(*latest);
+    if (const std::string& latest = preemption->restored_from(); !latest.empty()) {
       if (seed != config.seed) {
-        throw FailedPreconditionError("checkpoint " + *latest + " was written with --seed " + std::to_string(seed) +
+        throw FailedPreconditionError("checkpoint " + latest + " was written with --seed " + std::to_string(seed) +
                                       ", not " + std::to_string(config.seed));
       }
       result.resumed_from_epoch = static_cast<int>(epoch);
-      if (log) *log << "resumed from " << *latest << " (epoch " << epoch << ", step " << step << ")\n";
+      if (log) *log << "resumed from " << latest << " (epoch " << epoch << ", step " << step << ")\n";
     } else if (log) {
       *log << "no checkpoint in " << config.checkpoint_dir << ": starting from scratch\n";
     }
@@ -417,6 +429,10 @@ TrainResult train(Strategy& strategy, const TrainConfig& config) {
         epoch_sums = Tensor({loss_sum, correct, examples});
         StrategyScope scope = strategy.scope();
         checkpoint.save(config.checkpoint_dir);
+      }
+      if (preemption) {
+        epoch_sums = Tensor({loss_sum, correct, examples});
+        preemption->save_checkpoint_if_preempted();
       }
       if (config.stop_after_steps >= 0 && step >= config.stop_after_steps) {
         result.steps = step;

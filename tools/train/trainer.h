@@ -20,6 +20,7 @@
 #pragma once
 
 #include <cstdint>
+#include <functional>
 #include <iosfwd>
 #include <memory>
 #include <optional>
@@ -67,6 +68,12 @@ struct TrainConfig {
   std::int64_t checkpoint_every_steps = 0;
   // Restore the latest checkpoint of checkpoint_dir (if any) and continue.
   bool resume = false;
+  // With a checkpoint_dir, preemption is handled (PreemptionCheckpointHandler):
+  // on SIGTERM to any worker, every worker finishes its step, one checkpoint
+  // is saved at that step, and train() throws Preempted; the same command
+  // with resume continues from there. Tests: a function that returns true
+  // when the run is to stop, instead of SIGTERM (polled after every step).
+  std::function<bool()> termination_watcher;
   // Non-empty: write the learning curve (one row per epoch) there. A
   // resumed run keeps the rows of the epochs it restored and appends.
   std::string csv_path;
@@ -87,6 +94,14 @@ struct TrainConfig {
   int columns = 80;
 
   double effective_learning_rate() const;
+};
+
+// Thrown by train() after the checkpoint of a preemption is saved (on every
+// worker). distribute-train exits with exit_code (TF's restart code, 42).
+struct Preempted {
+  std::string checkpoint;  // the checkpoint saved
+  std::int64_t step = 0;   // the optimizer steps it holds
+  int exit_code = 42;
 };
 
 // Raises InvalidArgumentError naming the first bad field (non-positive

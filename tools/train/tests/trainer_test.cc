@@ -222,6 +222,47 @@ TEST(TrainerTest, ResumedFromTheMiddleOfAnEpochEqualsUninterrupted) {
   EXPECT_EQ(resumed.history[0].accuracy, uninterrupted.history[1].accuracy);
 }
 
+// Preempted (the termination watcher standing in for SIGTERM) in the middle
+// of an epoch: a checkpoint is saved at that very step and train() throws
+// Preempted; the same config with resume ends bit for bit as an
+// uninterrupted run.
+TEST(TrainerTest, PreemptedMidEpochSavesThatStepAndTheResumedRunEqualsUninterrupted) {
+  TempDir dir;
+  TrainConfig config = small_config(OptimizerKind::kSgd, 2);
+  config.max_steps_per_epoch = -1;
+  config.epochs = 2;
+  const TrainResult uninterrupted = train(config);
+
+  config.checkpoint_dir = dir.str("ckpt");
+  config.resume = true;  // the command a restart reruns
+  int polls = 0;
+  config.termination_watcher = [&] { return ++polls == 29; };  // after step 29 (epoch 2, batch 5)
+  try {
+    train(config);
+    FAIL() << "the preempted run returned";
+  } catch (const Preempted& p) {
+    EXPECT_EQ(p.step, 29);
+    EXPECT_EQ(p.exit_code, 42);
+    EXPECT_EQ(std::optional<std::string>(p.checkpoint), latest_checkpoint(config.checkpoint_dir));
+  }
+  std::int64_t saved_step = -1, position = -1;
+  for (const auto& [name, value] : load_checkpoint(*latest_checkpoint(config.checkpoint_dir))) {
+    if (name == "step") saved_step = value.item<std::int64_t>();
+    if (name == "input_position") position = value.item<std::int64_t>();
+  }
+  EXPECT_EQ(saved_step, 29);
+  EXPECT_EQ(position, 5);
+
+  config.termination_watcher = [] { return false; };
+  const TrainResult resumed = train(config);
+  EXPECT_EQ(resumed.resumed_from_epoch, 1);
+  EXPECT_EQ(resumed.steps, 48);
+  expect_same_parameters(uninterrupted.parameters, resumed.parameters, 0, 0, "preempted and resumed vs uninterrupted");
+  ASSERT_EQ(resumed.history.size(), 1u);
+  EXPECT_EQ(resumed.history[0].loss, uninterrupted.history[1].loss);
+  EXPECT_EQ(resumed.history[0].accuracy, uninterrupted.history[1].accuracy);
+}
+
 // drop_remainder (TF's batch(drop_remainder=True)): the epoch's last,
 // partial batch is skipped; what is trained equals a run stopped just
 // before it.
@@ -524,6 +565,50 @@ TEST(DistributeTrainProgramTest, ResumeAfterSigkillMidEpochEqualsUninterrupted) 
     }
   }
   EXPECT_TRUE(mid_epoch) << "no kill landed inside an epoch in 5 attempts";
+}
+
+// SIGTERM (a scheduler's preemption notice) after the first epoch's
+// checkpoint: the program saves at the step it is in and exits with 42,
+// saying so; the same command then resumes and ends with the uninterrupted
+// run's weights and optimizer slots, bit for bit.
+TEST(DistributeTrainProgramTest, SigtermSavesAndExits42AndTheSameCommandResumes) {
+  TempDir dir;
+  const std::vector<std::string> common{"--epochs", "8", "--batch-size", "32", "--replicas", "2", "--seed", "3"};
+  std::vector<std::string> reference = common;
+  reference.insert(reference.end(), {"--checkpoint-dir", dir.str("reference")});
+  const Output uninterrupted = run_program(join(reference));
+  ASSERT_EQ(uninterrupted.status, 0) << uninterrupted.text;
+  const std::map<std::string, Tensor> expected = entries_of(*latest_checkpoint(dir.str("reference")));
+
+  const std::string ckpt = dir.str("preempted");
+  std::vector<std::string> args = common;
+  args.insert(args.end(), {"--checkpoint-dir", ckpt, "--resume"});
+  const pid_t pid = spawn_program(args, dir.str("preempted.log"));
+  ASSERT_GT(pid, 0);
+  const auto give_up = std::chrono::steady_clock::now() + std::chrono::seconds(120);
+  while (!fs::exists(ckpt + "/ckpt-1.dckpt") && std::chrono::steady_clock::now() < give_up) {
+    std::this_thread::sleep_for(std::chrono::microseconds(200));
+  }
+  ASSERT_EQ(::kill(pid, SIGTERM), 0);
+  int status = 0;
+  ASSERT_EQ(::waitpid(pid, &status, 0), pid);
+  std::ifstream log_file(dir.str("preempted.log"));
+  const std::string log((std::istreambuf_iterator<char>(log_file)), std::istreambuf_iterator<char>());
+  ASSERT_TRUE(WIFEXITED(status) && WEXITSTATUS(status) == 42) << "status " << status << ": " << log;
+  const std::optional<std::string> latest = latest_checkpoint(ckpt);
+  ASSERT_TRUE(latest.has_value());
+  EXPECT_NE(log.find("preempted (SIGTERM): saved " + *latest + " at step "), std::string::npos) << log;
+  EXPECT_NE(log.find("run the same command with --resume to continue (exit status 42)"), std::string::npos) << log;
+
+  const Output resumed = run_program(join(args));
+  ASSERT_EQ(resumed.status, 0) << resumed.text;
+  EXPECT_NE(resumed.text.find("resumed from " + *latest), std::string::npos) << resumed.text;
+  const std::map<std::string, Tensor> got = entries_of(*latest_checkpoint(ckpt));
+  ASSERT_EQ(got.size(), expected.size());
+  for (const auto& [name, value] : expected) {
+    ASSERT_TRUE(got.count(name)) << name;
+    EXPECT_EQ(got.at(name), value) << name << " differs after resuming from " << *latest;
+  }
 }
 
 }  // namespace
