@@ -18,6 +18,7 @@ from . import _core
 from . import errors
 from . import data
 from . import nn
+from . import experimental
 from ._tensor import Tensor, convert as convert_to_tensor
 from .values import DistributedValues, Mirrored, Optional, PerReplica, ReduceOp
 from .strategy import (DistributedDataset, DistributedIterator, InputOptions, MirroredStrategy, MultiWorkerMirroredStrategy,

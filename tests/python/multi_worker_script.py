@@ -4,7 +4,11 @@ a clean exit. Mode "fail": worker 1's replica raises; worker 0, waiting in
 all_reduce, raises UnavailableError naming worker 1. Mode "interrupt":
 worker 1 gets a SIGINT while its all_reduce waits for worker 0 (which
 comes 3 s late): KeyboardInterrupt on worker 1, UnavailableError naming
-the interrupt on worker 0 (at its first or second all_reduce)."""
+the interrupt on worker 0 (at its first or second all_reduce). Mode
+"preempt <dir> <signal_at>": 12 steps of the natural input loop under a
+PreemptionCheckpointHandler in <dir>; worker 1 sends itself SIGTERM during
+step <signal_at> (-1: never): every worker saves after that step and exits
+with 42; the rerun resumes and prints the final weight's bits."""
 import os
 import signal
 import sys
@@ -16,7 +20,7 @@ import numpy as np
 import distribute as dist
 
 mode = sys.argv[1]
-shared_memory = len(sys.argv) < 3 or sys.argv[2] != "mpi"  # "mpi": shared_memory=False
+shared_memory = len(sys.argv) < 3 or sys.argv[2] != "mpi" or mode == "preempt"  # "mpi": shared_memory=False
 s = dist.MultiWorkerMirroredStrategy(timeout_seconds=20, shared_memory=shared_memory)
 w = s._core.worker_index
 out = s.run(lambda: dist.get_replica_context().all_reduce("sum", np.array([w + 1.0], np.float32)))
@@ -62,3 +66,26 @@ if mode == "interrupt":
     time.sleep(4.0)
   except dist.errors.UnavailableError as e:
     print(f"worker {w}: UnavailableError: {e}", flush=True)
+if mode == "preempt":
+  from distribute.experimental import PreemptionCheckpointHandler
+  directory, signal_at = sys.argv[3], int(sys.argv[4])
+  data = dist.data.Dataset.from_tensor_slices(np.arange(48, dtype=np.float32)).shuffle(24, seed=5).batch(4).repeat()
+  with s.scope():
+    weight = dist.Variable(np.float32(0), name="w")
+    it = iter(s.experimental_distribute_dataset(data))
+    handler = PreemptionCheckpointHandler(dist.Checkpoint(w=weight, iterator=it), directory)
+  print(f"worker {w}: resumed at {handler.total_run_calls}", flush=True)
+
+  def step(number):
+    if w == 1 and number == signal_at:
+      os.kill(os.getpid(), signal.SIGTERM)
+    batch = next(it)
+    out = s.run(lambda x: dist.get_replica_context().all_reduce("sum", np.float32(np.asarray(x).sum())), args=(batch,))
+    total = np.asarray(s.experimental_local_results(out)[0])
+    with s.scope():
+      weight.assign(np.float32(np.asarray(weight.value()) * np.float32(0.5) + total))
+
+  for number in range(handler.total_run_calls, 12):
+    handler.run(step, number)
+  handler.close()
+  print(f"worker {w}: final {np.float32(np.asarray(weight.value())).view(np.uint32)}", flush=True)

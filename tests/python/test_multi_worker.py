@@ -2,6 +2,7 @@
 loopback and shared memory), when mpirun is installed."""
 import os
 import pathlib
+import re
 import shutil
 import subprocess
 import sys
@@ -13,11 +14,11 @@ mpirun = shutil.which("mpirun")
 pytestmark = pytest.mark.skipif(mpirun is None, reason="mpirun (openmpi-bin) is not installed")
 
 
-def launch(mode, transport="shm"):
+def launch(mode, transport="shm", *extra):
   env = dict(os.environ, OMPI_ALLOW_RUN_AS_ROOT="1", OMPI_ALLOW_RUN_AS_ROOT_CONFIRM="1")
   env.pop("DISTRIBUTE_SHARED_MEMORY", None)
   command = [mpirun, "-np", "2", "--oversubscribe", "--mca", "oob_tcp_if_include", "lo", "--mca", "pml", "ob1",
-             "--mca", "btl", "self,vader", sys.executable, str(SCRIPT), mode, transport]
+             "--mca", "btl", "self,vader", sys.executable, str(SCRIPT), mode, transport, *extra]
   return subprocess.run(command, env=env, capture_output=True, text=True, timeout=90)
 
 
@@ -45,3 +46,19 @@ def test_ctrl_c_on_one_worker_interrupts_it_and_is_reported_to_the_other():
   assert line, out
   assert float(line[0].split()[-2]) < 2.5, out  # before worker 0 arrives (3 s): the wait itself was interrupted
   assert "worker 0: UnavailableError" in done.stdout and "interrupted on worker 1" in done.stdout, out
+
+
+def test_sigterm_to_one_worker_saves_on_every_worker_and_the_rerun_resumes(tmp_path):
+  reference = launch("preempt", "shm", str(tmp_path / "reference"), "-1")
+  assert reference.returncode == 0, reference.stdout + reference.stderr
+  # (The workers' lines may interleave: searched, not split.)
+  expected = re.findall(r"worker 0: final \d+", reference.stdout)
+  assert expected, reference.stdout + reference.stderr
+  preempted = launch("preempt", "shm", str(tmp_path / "run"), "5")
+  assert preempted.returncode == 42, preempted.stdout + preempted.stderr
+  assert "final" not in preempted.stdout
+  resumed = launch("preempt", "shm", str(tmp_path / "run"), "-1")
+  assert resumed.returncode == 0, resumed.stdout + resumed.stderr
+  for w in (0, 1):
+    assert f"worker {w}: resumed at 6" in resumed.stdout, resumed.stdout  # steps 0..5 were saved
+  assert expected[0] in resumed.stdout, resumed.stdout

@@ -64,7 +64,9 @@ distribute = _types.SimpleNamespace(
     has_strategy=_dist.has_strategy,
     in_cross_replica_context=_dist.in_cross_replica_context,
     DistributedValues=_dist.DistributedValues,
-    experimental=_types.SimpleNamespace(ValueContext=_dist.ValueContext),
+    experimental=_types.SimpleNamespace(ValueContext=_dist.ValueContext,
+                                        PreemptionCheckpointHandler=_dist.experimental.PreemptionCheckpointHandler,
+                                        TerminationConfig=_dist.experimental.TerminationConfig),
 )
 data = _types.SimpleNamespace(Dataset=_dist.data.Dataset, AUTOTUNE=_dist.data.AUTOTUNE)
 errors = _dist.errors
