@@ -319,17 +319,43 @@ TrainResult train(Strategy& strategy, const TrainConfig& config) {
   std::int64_t& epoch = state.epoch;
   std::int64_t& step = state.step;
   std::int64_t& input_position = state.input_position;
-  std::uint64_t& seed = state.seed;
   Tensor& epoch_sums = state.epoch_sums;
+  const std::int64_t global_batch = config.batch_size;
+  if (config.drop_remainder && global_batch > data.train_x.dim(0)) {
+    throw InvalidArgumentError("--drop-remainder with --batch-size " + std::to_string(global_batch) +
+                               " trains nothing: the training split has only " +
+                               std::to_string(data.train_x.dim(0)) + " rows");
+  }
+  const std::int64_t train_rows = data.train_x.dim(0);
+
+  // The input of epoch e: its own seeded shuffle of the training rows (the
+  // order depends on (seed, e) only), cut into global batches. Its iterator
+  // is saved in the checkpoint (Checkpoint::track of a DistributedIterator):
+  // a resumed run rebuilds the epoch's input and the restore brings the
+  // iterator to where it was. Every core runs a replica, so the input
+  // pipeline runs on the training thread between steps (a shuffle of
+  // from_tensor_slices gathers each batch in one pass) rather than on a
+  // prefetch thread competing with them.
+  InputOptions input_options;
+  input_options.experimental_per_replica_buffer_size = 0;
+  const auto epoch_input = [&](std::int64_t e) {
+    const Dataset dataset = Dataset::from_tensor_slices({data.train_x, data.train_y})
+                                .shuffle(train_rows, epoch_seed(config.seed, static_cast<int>(e)),
+                                         /*reshuffle_each_iteration=*/false)
+                                .batch(global_batch, config.drop_remainder);
+    return strategy.experimental_distribute_dataset(dataset, input_options).make_iterator();
+  };
+  DistributedIterator input = epoch_input(0);
+
   Checkpoint checkpoint({.max_to_keep = 3});
   for (const Variable& p : params) checkpoint.track("model/" + p.name(), p);
   optimizer->track(checkpoint);
   state.track(checkpoint);
+  checkpoint.track("input", input);
 
   TrainResult result;
   // With a checkpoint directory, a SIGTERM to any worker saves a checkpoint
-  // at the step all workers agree on and ends the run (Preempted). The
-  // handler also restores the latest checkpoint when resuming.
+  // at the step all workers agree on and ends the run (Preempted).
   std::optional<PreemptionCheckpointHandler> preemption;
   if (!config.checkpoint_dir.empty()) {
     TerminationConfig termination;
@@ -338,17 +364,27 @@ TrainResult train(Strategy& strategy, const TrainConfig& config) {
       throw Preempted{latest_checkpoint(config.checkpoint_dir).value_or(""), step, code};
     };
     StrategyScope scope = strategy.scope();
-    preemption.emplace(checkpoint, config.checkpoint_dir, termination,
-                       config.resume ? InitialRestore::kLatest : InitialRestore::kNone);
+    preemption.emplace(checkpoint, config.checkpoint_dir, termination, InitialRestore::kNone);
   }
   if (config.resume) {
-    if (const std::string& latest = preemption->restored_from(); !latest.empty()) {
-      if (seed != config.seed) {
-        throw FailedPreconditionError("checkpoint " + latest + " was written with --seed " + std::to_string(seed) +
-                                      ", not " + std::to_string(config.seed));
+    if (const std::optional<std::string> latest = latest_checkpoint(config.checkpoint_dir)) {
+      // The saved epoch and seed first: the input to restore into is that
+      // epoch's, and another seed is named as such (not as another pipeline).
+      std::optional<std::int64_t> saved_epoch, saved_seed;
+      for (const auto& [name, value] : load_checkpoint(*latest)) {
+        if (name == "epoch" && value.num_elements() == 1) saved_epoch = value.data<std::int64_t>()[0];
+        if (name == "rng_seed" && value.num_elements() == 1) saved_seed = value.data<std::int64_t>()[0];
       }
+      if (saved_seed && static_cast<std::uint64_t>(*saved_seed) != config.seed) {
+        throw FailedPreconditionError("checkpoint " + *latest + " was written with --seed " +
+                                      std::to_string(static_cast<std::uint64_t>(*saved_seed)) + ", not " +
+                                      std::to_string(config.seed));
+      }
+      if (saved_epoch && *saved_epoch > 0 && *saved_epoch < config.epochs) input = epoch_input(*saved_epoch);
+      StrategyScope scope = strategy.scope();
+      checkpoint.restore(*latest);
       result.resumed_from_epoch = static_cast<int>(epoch);
-      if (log) *log << "resumed from " << latest << " (epoch " << epoch << ", step " << step << ")\n";
+ if (log) *log << "resumed from " << *latest << " (epoch " << epoch << ", step " << step << ")\n";
     } else if (log) {
       *log << "no checkpoint in " << config.checkpoint_dir << ": starting from scratch\n";
     }
@@ -359,14 +395,7 @@ TrainResult train(Strategy& strategy, const TrainConfig& config) {
   std::ofstream csv;
   if (!config.csv_path.empty() && chief) csv = open_learning_curve(config.csv_path, result.resumed_from_epoch, curve);
 
-  const std::int64_t global_batch = config.batch_size;
-  if (config.drop_remainder && global_batch > data.train_x.dim(0)) {
-    throw InvalidArgumentError("--drop-remainder with --batch-size " + std::to_string(global_batch) +
-                               " trains nothing: the training split has only " +
-                               std::to_string(data.train_x.dim(0)) + " rows");
-  }
   const auto loss_scale = static_cast<float>(1.0 / static_cast<double>(global_batch));
-  const std::int64_t train_rows = data.train_x.dim(0);
   std::int64_t steps_per_epoch =
       config.drop_remainder ? train_rows / global_batch : (train_rows + global_batch - 1) / global_batch;
   if (config.max_steps_per_epoch >= 0) steps_per_epoch = std::min(steps_per_epoch, config.max_steps_per_epoch);
@@ -390,26 +419,15 @@ TrainResult train(Strategy& strategy, const TrainConfig& config) {
     return Tensor({pass.loss_sum, static_cast<double>(pass.correct), static_cast<double>(batch[0].dim(0))});
   };
 
-  // Every core runs a replica, so the input pipeline runs on the training
-  // thread between steps (a shuffle of from_tensor_slices gathers each batch
-  // in one pass) rather than on a prefetch thread competing with them.
-  InputOptions input_options;
-  input_options.experimental_per_replica_buffer_size = 0;
-
   for (int e = static_cast<int>(epoch); e < config.epochs; ++e) {
     const auto start = std::chrono::steady_clock::now();
-    // A resumed epoch skips the batches it had consumed: the shuffle order
-    // depends only on (seed, epoch), so the rest of the epoch is the same.
-    Dataset dataset = Dataset::from_tensor_slices({data.train_x, data.train_y})
-                          .shuffle(train_rows, epoch_seed(seed, e), /*reshuffle_each_iteration=*/false);
-    if (input_position > 0) dataset = dataset.skip(input_position * global_batch);
-    dataset = dataset.batch(global_batch, config.drop_remainder);
+    // A resumed epoch has taken input_position of its steps; its restored
+    // iterator goes on from there.
     const auto restored = epoch_sums.data<double>();
     double loss_sum = restored[0], correct = restored[1], examples = restored[2];
     double examples_here = 0;  // examples trained by this run in this epoch
-    std::int64_t steps_this_epoch = 0;
-    for (const PerReplica<Element>& batch : strategy.experimental_distribute_dataset(dataset, input_options)) {
-      if (config.max_steps_per_epoch >= 0 && steps_this_epoch >= config.max_steps_per_epoch) break;
+    while (input_position < steps_per_epoch) {
+      const PerReplica<Element> batch = input.get_next();
       PerReplica<Tensor> metrics = strategy.run(step_fn, batch);
       const Tensor total = strategy.reduce(ReduceOp::SUM, metrics);
       const auto t = total.data<double>();
@@ -418,7 +436,6 @@ TrainResult train(Strategy& strategy, const TrainConfig& config) {
       examples += t[2];
       examples_here += t[2];
       ++step;
-      ++steps_this_epoch;
       ++input_position;
       if (progress && progress->interactive() && examples > 0) {
         const double elapsed = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
@@ -442,6 +459,7 @@ TrainResult train(Strategy& strategy, const TrainConfig& config) {
     const double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
     epoch = e + 1;
     input_position = 0;
+    input = epoch_input(e + 1);  // what the epoch-end checkpoint saves
     epoch_sums = Tensor::zeros(DType::kFloat64, {3});
 
     EpochStats stats;

@@ -263,6 +263,23 @@ TEST(TrainerTest, PreemptedMidEpochSavesThatStepAndTheResumedRunEqualsUninterrup
   EXPECT_EQ(resumed.history[0].accuracy, uninterrupted.history[1].accuracy);
 }
 
+// Resuming with another seed would restore into another input order: the
+// run refuses, naming both seeds, before anything is restored.
+TEST(TrainerTest, ResumingWithAnotherSeedIsRefused) {
+  TempDir dir;
+  TrainConfig config = small_config(OptimizerKind::kSgd, 2);
+  config.checkpoint_dir = dir.str("ckpt");
+  train(config);
+  config.seed = 8;
+  config.resume = true;
+  try {
+    train(config);
+    FAIL() << "resumed a checkpoint of seed 7 with seed 8";
+  } catch (const FailedPreconditionError& e) {
+    EXPECT_NE(std::string(e.what()).find("was written with --seed 7, not 8"), std::string::npos) << e.what();
+  }
+}
+
 // drop_remainder (TF's batch(drop_remainder=True)): the epoch's last,
 // partial batch is skipped; what is trained equals a run stopped just
 // before it.
