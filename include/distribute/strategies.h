@@ -111,6 +111,10 @@ class MultiWorkerMirroredStrategy : public Strategy {
  public:
   MultiWorkerMirroredStrategy();
   explicit MultiWorkerMirroredStrategy(const MultiWorkerOptions& options);
+  // Over a given transport instead of MPI (options' MPI and cluster fields
+  // are not used): the library's tests run threads of one process as the
+  // workers this way (src/transport/local_cross_worker.h).
+  MultiWorkerMirroredStrategy(const MultiWorkerOptions& options, std::shared_ptr<internal::CrossWorker> transport);
   ~MultiWorkerMirroredStrategy() override;
 };
 

@@ -3,6 +3,7 @@
 #include <chrono>
 #include <span>
 #include <string>
+#include <utility>
 
 #include "collectives/cross_worker_ops.h"
 #include "distribute/strategies.h"
@@ -23,6 +24,11 @@ internal::CrossWorker::Clock::time_point deadline_of(const CommunicationOptions&
   return internal::deadline_after(*options.timeout_seconds);
 }
 
+std::shared_ptr<internal::CrossWorker> required(std::shared_ptr<internal::CrossWorker> transport) {
+  if (transport == nullptr) throw InvalidArgumentError("MultiWorkerMirroredStrategy: expected a transport, got none");
+  return transport;
+}
+
 // Cross-replica calls have no local replicas to be cancelled by.
 constexpr auto never = [] { return false; };
 
@@ -31,8 +37,11 @@ constexpr auto never = [] { return false; };
 MultiWorkerMirroredStrategy::MultiWorkerMirroredStrategy() : MultiWorkerMirroredStrategy(MultiWorkerOptions{}) {}
 
 MultiWorkerMirroredStrategy::MultiWorkerMirroredStrategy(const MultiWorkerOptions& options)
-    : Strategy(Kind::kMultiWorker, local_devices(options), options.communication,
-               internal::make_mpi_cross_worker(options)) {
+    : MultiWorkerMirroredStrategy(options, internal::make_mpi_cross_worker(options)) {}
+
+MultiWorkerMirroredStrategy::MultiWorkerMirroredStrategy(const MultiWorkerOptions& options,
+                                                         std::shared_ptr<internal::CrossWorker> transport)
+    : Strategy(Kind::kMultiWorker, local_devices(options), options.communication, required(std::move(transport))) {
   // Every worker must run as many replicas (TF: "tf.distribute expects every
   // worker to have the same number of replicas"); every worker checks.
   const Tensor counts = gather_over_workers(Tensor{static_cast<std::int64_t>(num_local_replicas())}, 0,

@@ -1,0 +1,302 @@
+// MultiWorkerMirroredStrategy with threads of this process as the workers
+// (the in-process stand-in transport, src/transport/local_cross_worker.h):
+// the multi-worker paths above the transport -- cross-worker collectives,
+// worker agreement in distributed input, variable creation checks,
+// checkpoint commit, failure reports, deadlines, preemption -- in the
+// ordinary suite and under ThreadSanitizer. The same paths over MPI:
+// multi_worker_test.cc under mpirun.
+#include <gmock/gmock.h>
+#include <gtest/gtest.h>
+
+#include <algorithm>
+#include <chrono>
+#include <cstdint>
+#include <exception>
+#include <functional>
+#include <map>
+#include <optional>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "distribute/distribute.h"
+#include "testing/helpers.h"
+#include "transport/local_cross_worker.h"
+
+namespace distribute {
+namespace {
+
+using ::testing::HasSubstr;
+using testing::cpu_devices;
+using testing::message_of;
+using testing::TempDir;
+
+// Runs body(worker, strategy) on one thread per worker, each with its own
+// MultiWorkerMirroredStrategy of `replicas` local replicas over one hub.
+// Returns each worker's exception (null when it returned).
+std::vector<std::exception_ptr> run_workers(int workers, int replicas,
+                                            const std::function<void(int, MultiWorkerMirroredStrategy&)>& body,
+                                            double timeout_seconds = 20) {
+  const auto channels = internal::make_local_cross_workers(workers);
+  std::vector<std::exception_ptr> errors(static_cast<std::size_t>(workers));
+  std::vector<std::thread> threads;
+  for (int w = 0; w < workers; ++w) {
+    threads.emplace_back([&, w] {
+      try {
+        MultiWorkerOptions options;
+        options.local_devices = cpu_devices(replicas);
+        options.communication.timeout_seconds = timeout_seconds;
+        MultiWorkerMirroredStrategy strategy(options, channels[static_cast<std::size_t>(w)]);
+        body(w, strategy);
+      } catch (...) {
+        errors[static_cast<std::size_t>(w)] = std::current_exception();
+      }
+    });
+  }
+  for (std::thread& t : threads) t.join();
+  return errors;
+}
+
+std::string what_of(const std::exception_ptr& e) {
+  if (!e) return "(returned)";
+  try {
+    std::rethrow_exception(e);
+  } catch (const std::exception& x) {
+    return x.what();
+  }
+  return "(not a std::exception)";
+}
+
+void expect_all_returned(const std::vector<std::exception_ptr>& errors) {
+  for (std::size_t w = 0; w < errors.size(); ++w) EXPECT_FALSE(errors[w]) << "worker " << w << ": " << what_of(errors[w]);
+}
+
+template <class E>
+bool is(const std::exception_ptr& e) {
+  try {
+    std::rethrow_exception(e);
+  } catch (const E&) {
+    return true;
+  } catch (...) {
+    return false;
+  }
+}
+
+TEST(LocalWorkers, CollectivesSpanEveryWorkersReplicasInGlobalOrder) {
+  expect_all_returned(run_workers(2, 2, [](int w, MultiWorkerMirroredStrategy& s) {
+    EXPECT_EQ(s.num_workers(), 2);
+    EXPECT_EQ(s.worker_index(), w);
+    EXPECT_EQ(s.is_chief(), w == 0);
+    EXPECT_EQ(s.num_replicas_in_sync(), 4);
+    auto sums = s.run([] {
+      const int g = current_replica_context().replica_id_in_sync_group();
+      return current_replica_context().all_reduce(ReduceOp::SUM, Tensor{static_cast<float>(g + 1)});
+    });
+    auto means = s.run([] {
+      const int g = current_replica_context().replica_id_in_sync_group();
+      return current_replica_context().all_reduce(ReduceOp::MEAN, Tensor{static_cast<double>(g)});
+    });
+    auto gathered = s.run([] {
+      const int g = current_replica_context().replica_id_in_sync_group();
+      return current_replica_context().all_gather(Tensor{static_cast<std::int64_t>(g)}, 0);
+    });
+    for (int r = 0; r < 2; ++r) {
+      EXPECT_EQ(sums[r], Tensor{10.f});
+      EXPECT_EQ(means[r], Tensor{1.5});
+      EXPECT_EQ(gathered[r], (Tensor(std::vector<std::int64_t>{0, 1, 2, 3}, Shape{4})));
+    }
+    // Cross-replica: reduce and gather of this worker's values.
+    PerReplica<Tensor> mine(std::vector<Tensor>{Tensor{static_cast<float>(2 * w)}, Tensor{static_cast<float>(2 * w + 1)}});
+    EXPECT_EQ(s.reduce(ReduceOp::SUM, mine), Tensor{6.f});
+    EXPECT_EQ(s.gather(mine, 0), (Tensor{0.f, 1.f, 2.f, 3.f}));
+  }));
+}
+
+TEST(LocalWorkers, DistributedInputShardsOnePipelinePerWorker) {
+  std::map<int, std::vector<std::int64_t>> seen;  // worker -> rows, in order
+  std::map<int, int> steps;
+  std::mutex mutex;
+  expect_all_returned(run_workers(2, 1, [&](int w, MultiWorkerMirroredStrategy& s) {
+    std::vector<std::int64_t> rows;
+    int n = 0;
+    for (const PerReplica<Element>& step : s.experimental_distribute_dataset(Dataset::range(20).batch(4))) {
+      for (std::int64_t v : step[0][0].data<std::int64_t>()) rows.push_back(v);
+      ++n;
+    }
+    // One pipeline per worker, from distribute_datasets_from_function.
+    std::vector<int> ids;
+    for (const PerReplica<Element>& step : s.distribute_datasets_from_function([&](const InputContext& ctx) {
+           ids.push_back(ctx.input_pipeline_id());
+           EXPECT_EQ(ctx.num_input_pipelines(), 2);
+           return Dataset::range(4).batch(2);
+         })) {
+      EXPECT_EQ(step[0][0].num_elements(), 2);
+    }
+    EXPECT_EQ(ids, std::vector<int>{w});
+    std::lock_guard<std::mutex> lock(mutex);
+    seen[w] = rows;
+    steps[w] = n;
+  }));
+  // Every row once, over the workers; the same number of steps on each.
+  std::vector<std::int64_t> all = seen[0];
+  all.insert(all.end(), seen[1].begin(), seen[1].end());
+  std::sort(all.begin(), all.end());
+  std::vector<std::int64_t> expected(20);
+  for (int i = 0; i < 20; ++i) expected[static_cast<std::size_t>(i)] = i;
+  EXPECT_EQ(all, expected);
+  EXPECT_EQ(steps[0], steps[1]);
+}
+
+TEST(LocalWorkers, VariablesStartFromTheChiefAndDifferentVariablesAreNamed) {
+  expect_all_returned(run_workers(2, 1, [](int w, MultiWorkerMirroredStrategy& s) {
+    StrategyScope scope = s.scope();
+    // Each worker proposes its own start: the chief's wins everywhere.
+    Variable v(Tensor{static_cast<float>(w + 7)});
+    EXPECT_EQ(v.value(), Tensor{7.f});
+    VariableOptions options;
+    options.name = "bias";
+    const std::string msg = message_of<InvalidArgumentError>([&] {
+      Variable differs(w == 0 ? Tensor{1.f} : Tensor{1.f, 2.f}, options);
+    });
+    EXPECT_THAT(msg, HasSubstr("the workers differ in variable #"));
+    EXPECT_THAT(msg, HasSubstr("on worker 1"));
+  }));
+}
+
+// The step's rows (its only replica's), appended to `rows`.
+void append_rows(const PerReplica<Element>& step, std::vector<std::int64_t>& rows) {
+  for (std::int64_t v : step[0][0].data<std::int64_t>()) rows.push_back(v);
+}
+
+TEST(LocalWorkers, CheckpointIsCommittedByTheChiefAndRestoresTheIteratorOnEveryWorker) {
+  TempDir dir("local_workers_test");
+  const auto pipeline = [] { return Dataset::range(40).shuffle(10, /*seed=*/3).batch(4).repeat(); };
+  std::map<int, std::vector<std::int64_t>> uninterrupted, resumed;
+  std::mutex mutex;
+  // Six steps in one go, and three + (save, new strategies, restore) + three.
+  expect_all_returned(run_workers(2, 1, [&](int w, MultiWorkerMirroredStrategy& s) {
+    DistributedIterator it = s.experimental_distribute_dataset(pipeline()).make_iterator();
+    std::vector<std::int64_t> rows;
+    for (int i = 0; i < 6; ++i) append_rows(it.get_next(), rows);
+    std::lock_guard<std::mutex> lock(mutex);
+    uninterrupted[w] = rows;
+  }));
+  std::map<int, std::string> paths;
+  expect_all_returned(run_workers(2, 1, [&](int w, MultiWorkerMirroredStrategy& s) {
+    StrategyScope scope = s.scope();
+    DistributedIterator it = s.experimental_distribute_dataset(pipeline()).make_iterator();
+    std::vector<std::int64_t> rows;
+    for (int i = 0; i < 3; ++i) append_rows(it.get_next(), rows);
+    Checkpoint ckpt;
+    ckpt.track("iterator", it);
+    const std::string path = ckpt.save(dir.path());
+    std::lock_guard<std::mutex> lock(mutex);
+    paths[w] = path;
+    resumed[w] = rows;
+  }));
+  EXPECT_EQ(paths[0], paths[1]);
+  EXPECT_EQ(paths[0], dir / "ckpt-1.dckpt");
+  expect_all_returned(run_workers(2, 1, [&](int w, MultiWorkerMirroredStrategy& s) {
+    StrategyScope scope = s.scope();
+    DistributedIterator it = s.experimental_distribute_dataset(pipeline()).make_iterator();
+    Checkpoint ckpt;
+    ckpt.track("iterator", it);
+    ckpt.restore(*latest_checkpoint(dir.path()));
+    std::vector<std::int64_t> rows;
+    for (int i = 0; i < 3; ++i) append_rows(it.get_next(), rows);
+    std::lock_guard<std::mutex> lock(mutex);
+    resumed[w].insert(resumed[w].end(), rows.begin(), rows.end());
+  }));
+  EXPECT_EQ(resumed, uninterrupted);
+}
+
+TEST(LocalWorkers, MismatchedCallsRaiseOnEveryWorkerAndTheChannelStaysInStep) {
+  expect_all_returned(run_workers(2, 1, [](int w, MultiWorkerMirroredStrategy& s) {
+    const std::string msg = message_of<InvalidArgumentError>([&] {
+      s.run([&] {
+        return current_replica_context().all_reduce(
+            ReduceOp::SUM, Tensor(std::vector<float>(static_cast<std::size_t>(w + 1), 1.f), Shape{w + 1}));
+      });
+    });
+    EXPECT_THAT(msg, HasSubstr("workers made different collective calls"));
+    EXPECT_THAT(msg, HasSubstr("1 elements of float32 on worker 0 vs 2 elements of float32 on worker 1"));
+    EXPECT_THAT(msg, HasSubstr("cross-worker all_reduce #1"));
+    auto ok = s.run([] { return current_replica_context().all_reduce(ReduceOp::SUM, Tensor{1.f}); });
+    EXPECT_EQ(ok[0], Tensor{2.f});
+  }));
+}
+
+TEST(LocalWorkers, AFailingReplicaOnOneWorkerReleasesTheOthersNamingIt) {
+  const auto errors = run_workers(3, 2, [](int w, MultiWorkerMirroredStrategy& s) {
+    s.run([&] {
+      if (w == 1 && current_replica_context().replica_id_in_sync_group() == 3) {
+        throw InvalidArgumentError("worker one's replica failed");
+      }
+      current_replica_context().all_reduce(ReduceOp::SUM, Tensor{1.f});
+    });
+  });
+  ASSERT_TRUE(errors[1]);
+  EXPECT_THAT(what_of(errors[1]), HasSubstr("worker one's replica failed"));
+  for (int w : {0, 2}) {
+    ASSERT_TRUE(errors[static_cast<std::size_t>(w)]) << "worker " << w << " returned";
+    EXPECT_TRUE(is<UnavailableError>(errors[static_cast<std::size_t>(w)])) << what_of(errors[static_cast<std::size_t>(w)]);
+    EXPECT_THAT(what_of(errors[static_cast<std::size_t>(w)]), HasSubstr("worker 1"));
+  }
+}
+
+TEST(LocalWorkers, AStuckWorkerIsNamedAtTheDeadline) {
+  const auto start = std::chrono::steady_clock::now();
+  const auto errors = run_workers(
+      2, 1,
+      [](int w, MultiWorkerMirroredStrategy& s) {
+        if (w == 1) {
+          std::this_thread::sleep_for(std::chrono::milliseconds(800));
+          return;  // never joins the collective
+        }
+        s.run([] { current_replica_context().all_reduce(ReduceOp::SUM, Tensor{1.f}); });
+      },
+      /*timeout_seconds=*/0.3);
+  const double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+  ASSERT_TRUE(errors[0]);
+  EXPECT_TRUE(is<DeadlineExceededError>(errors[0])) << what_of(errors[0]);
+  EXPECT_THAT(what_of(errors[0]), HasSubstr("nothing received from worker(s) [1]"));
+  EXPECT_FALSE(errors[1]) << what_of(errors[1]);
+  EXPECT_LT(seconds, 10.0);
+}
+
+TEST(LocalWorkers, SigtermOnOneWorkerSavesOnceAtTheSameCallOnEvery) {
+  TempDir dir("local_workers_test");
+  struct Stopped {};
+  std::map<int, std::int64_t> stopped_at;
+  std::mutex mutex;
+  const auto errors = run_workers(2, 2, [&](int w, MultiWorkerMirroredStrategy& s) {
+    StrategyScope scope = s.scope();
+    Variable counter(Tensor{0.f});
+    Checkpoint ckpt;
+    ckpt.track("counter", counter);
+    int polls = 0;
+    TerminationConfig config;
+    // Only worker 1 is told to stop, during its 4th call.
+    config.termination_watcher_fn = [&, w] { return w == 1 && ++polls == 4; };
+    config.exit_fn = [] { throw Stopped{}; };
+    PreemptionCheckpointHandler handler(ckpt, dir.path(), config);
+    try {
+      for (int i = 0; i < 10; ++i) handler.run([&] { counter.assign(Tensor{static_cast<float>(i + 1)}); });
+    } catch (const Stopped&) {
+      std::lock_guard<std::mutex> lock(mutex);
+      stopped_at[w] = handler.total_run_calls();
+    }
+  });
+  expect_all_returned(errors);
+  EXPECT_EQ(stopped_at, (std::map<int, std::int64_t>{{0, 4}, {1, 4}}));
+  const std::optional<std::string> latest = latest_checkpoint(dir.path());
+  ASSERT_TRUE(latest.has_value());
+  EXPECT_EQ(*latest, dir / "ckpt-1.dckpt");  // one save, by the chief
+  std::map<std::string, Tensor> saved;
+  for (auto& [name, value] : load_checkpoint(*latest)) saved.emplace(name, value);
+  EXPECT_EQ(saved.at("counter"), Tensor{4.f});
+  EXPECT_EQ(saved.at("checkpointed_runs"), Tensor(std::int64_t{4}));
+}
+
+}  // namespace
+}  // namespace distribute
