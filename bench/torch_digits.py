@@ -196,6 +196,7 @@ class StepClock:
 
   def __init__(self):
     self.wall = self.cpu = self.reduce_wall = self.reduce_cpu = 0.0
+    self.forward = self.backward = self.optimizer = 0.0  # wall time of each phase
     self.steps = 0
 
   def report(self, label):
@@ -205,7 +206,10 @@ class StepClock:
     reduce_idle = self.reduce_wall - self.reduce_cpu
     print(f"PROFILE {label} steps={self.steps} step_us={self.wall / self.steps * 1e6:.0f} "
           f"cpu={self.cpu / self.wall:.1%} all_reduce_wall={self.reduce_wall / self.wall:.1%} "
-          f"waiting_outside_all_reduce={(idle - reduce_idle) / self.wall:.1%}", flush=True)
+          f"waiting_outside_all_reduce={(idle - reduce_idle) / self.wall:.1%} "
+          f"forward_us={self.forward / self.steps * 1e6:.0f} backward_us={self.backward / self.steps * 1e6:.0f} "
+          f"all_reduce_us={self.reduce_wall / self.steps * 1e6:.0f} "
+          f"optimizer_us={self.optimizer / self.steps * 1e6:.0f}", flush=True)
 
 
 def make_step(models, optimizers, loss_fn, train_x, train_y, g, n_rep, losses, clocks):
@@ -222,15 +226,24 @@ def make_step(models, optimizers, loss_fn, train_x, train_y, g, n_rep, losses, c
     mine = batch[r * piece:(r + 1) * piece]
     model, optimizer = models[local], optimizers[local]
     optimizer.zero_grad(set_to_none=True)
+    if clock:
+      f0 = time.perf_counter()
     loss = loss_fn(model(train_x.index_select(0, mine)), train_y.index_select(0, mine))
+    if clock:
+      b0 = time.perf_counter()
+      clock.forward += b0 - f0
     (loss / g).backward()
     if clock:
       rw0, rc0 = time.perf_counter(), time.thread_time()
+      clock.backward += rw0 - b0
     ctx.all_reduce_in_place("sum", [p.grad for p in model.parameters()])
     if clock:
       clock.reduce_wall += time.perf_counter() - rw0
       clock.reduce_cpu += time.thread_time() - rc0
+      o0 = time.perf_counter()
     optimizer.step()
+    if clock:
+      clock.optimizer += time.perf_counter() - o0
     losses[local] += loss.item()
     if clock:
       clock.wall += time.perf_counter() - wall0

@@ -82,6 +82,7 @@ class PreemptionCheckpointHandler:
     self._strategy = get_strategy()
     self._signalled = False
     self._previous = None
+    self._watching = False
     try:
       os.makedirs(self._dir, exist_ok=True)
     except OSError as e:
@@ -101,6 +102,7 @@ class PreemptionCheckpointHandler:
                                       "process; close() it first (or give this one a termination_watcher_fn)")
       try:
         self._previous = signal.signal(signal.SIGTERM, self._on_sigterm)
+        self._watching = True
       except ValueError:  # not the main thread
         _watching.release()
         checkpoint._tracked.pop()
@@ -152,7 +154,10 @@ class PreemptionCheckpointHandler:
 
   def close(self):
     """Gives SIGTERM back its previous handler (idempotent)."""
-    if self._previous is not None:
-      signal.signal(signal.SIGTERM, self._previous)
+    if self._watching:
+      # (None: the previous handler was not installed from Python; the
+      # default disposition is the closest Python can restore.)
+      signal.signal(signal.SIGTERM, self._previous if self._previous is not None else signal.SIG_DFL)
       self._previous = None
+      self._watching = False
       _watching.release()
