@@ -81,18 +81,10 @@ std::vector<std::string> files_in(const std::string& dir) {
 
 class CheckpointTest : public ::testing::Test {
  protected:
-  void SetUp() override {
-    std::string templ = (fs::temp_directory_path() / "checkpoint_test.XXXXXX").string();
-    ASSERT_NE(::mkdtemp(templ.data()), nullptr);
-    dir_ = templ;
-  }
-  void TearDown() override {
-    std::error_code ec;
-    fs::remove_all(dir_, ec);
-  }
-  std::string path(const std::string& name) const { return (fs::path(dir_) / name).string(); }
+  std::string path(const std::string& name) const { return temp_ / name; }
 
-  std::string dir_;
+  testing::TempDir temp_{"checkpoint_test"};
+  const std::string dir_ = temp_.path();
 };
 
 // ---- CRC32C ----

@@ -80,13 +80,8 @@ std::string save_after(const std::string& dir, int steps) {
 
 class IteratorCheckpointTest : public ::testing::Test {
  protected:
-  void SetUp() override {
-    std::string templ = (fs::temp_directory_path() / "iterator_checkpoint_test.XXXXXX").string();
-    ASSERT_NE(::mkdtemp(templ.data()), nullptr);
-    dir_ = templ;
-  }
-  void TearDown() override { fs::remove_all(dir_); }
-  std::string dir_;
+  testing::TempDir temp_{"iterator_checkpoint_test"};
+  const std::string dir_ = temp_.path();
 };
 
 // Saved after `at` steps on `save_replicas` replicas, restored on
