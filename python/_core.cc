@@ -606,6 +606,7 @@ PYBIND11_MODULE(_core, m) {
       .def("shard", &dist::Dataset::shard)
       .def("prefetch", &dist::Dataset::prefetch)
       .def("describe", &dist::Dataset::describe)
+      .def("cardinality", &dist::Dataset::cardinality)
       // fn(components) -> (components, is_tuple); runs on the pipeline's
       // threads under the GIL.
       .def("map",

@@ -132,6 +132,15 @@ class Dataset {
   // "Batch(2) <- TensorSlices" style description, for error messages and tests.
   std::string describe() const;
 
+  // The number of elements, when known without iterating (TF's
+  // Dataset.cardinality()): kInfiniteCardinality for a repeat() without a
+  // count (of a non-empty input), kUnknownCardinality when it depends on the
+  // data (filter, from_generator, CSV files, unbatch, rebatch, a take or
+  // skip of an unknown count).
+  static constexpr std::int64_t kInfiniteCardinality = -1;
+  static constexpr std::int64_t kUnknownCardinality = -2;
+  std::int64_t cardinality() const;
+
   // --- Iteration -----------------------------------------------------------
   class Iterator {
    public:

@@ -15,6 +15,10 @@ from .errors import InvalidArgumentError, OutOfRangeError
 from .values import Optional
 
 AUTOTUNE = -1
+# What Dataset.cardinality() returns for an endless dataset and for one whose
+# length depends on its data (tf.data.INFINITE_CARDINALITY, UNKNOWN_CARDINALITY).
+INFINITE_CARDINALITY = -1
+UNKNOWN_CARDINALITY = -2
 
 # Every live iterator of the C++ pipeline (Dataset's and DistributedDataset's):
 # closed at exit, before the interpreter finalizes, so that no pipeline
@@ -77,6 +81,14 @@ def _pack(template, components):
   if template is None:
     return components[0]
   return _nest.pack_as(template, list(components), lists=False)
+
+
+class _Cardinality(int):
+  """Dataset.cardinality()'s result: an int with TF's .numpy()."""
+
+  def numpy(self):
+    import numpy as np
+    return np.int64(self)
 
 
 class Dataset:
@@ -178,6 +190,15 @@ class Dataset:
     for element in self:
       state = reduce_func(state, element)
     return state
+
+  def cardinality(self):
+    """The number of elements, when known without iterating (TF's
+    Dataset.cardinality()): INFINITE_CARDINALITY for a repeat() without a
+    count, UNKNOWN_CARDINALITY when it depends on the data (filter,
+    from_generator, unbatch, ...). An int that also has TF's .numpy(), so
+    that both `ds.cardinality() == INFINITE_CARDINALITY` and
+    `ds.cardinality().numpy()` work as in TF."""
+    return _Cardinality(self._core.cardinality())
 
   def __repr__(self):
     return f"<Dataset {self._core.describe()}>"

@@ -184,6 +184,11 @@ class BatchNode final : public UnaryNode {
     return std::make_unique<It>(iterate(input_), batch_size_, drop_remainder_);
   }
   std::optional<std::int64_t> static_batch_size() const override { return batch_size_; }
+  std::int64_t cardinality() const override {
+    const std::int64_t n = input_cardinality();
+    if (n < 0) return n;
+    return drop_remainder_ ? n / batch_size_ : (n + batch_size_ - 1) / batch_size_;
+  }
   std::string describe() const override {
     return "Batch(" + std::to_string(batch_size_) + (drop_remainder_ ? ", drop_remainder" : "") + ") <- " +
            input_.describe();

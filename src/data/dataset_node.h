@@ -70,6 +70,8 @@ class DatasetNode {
   // into per-replica batches); nullopt when unknown (map, generators, CSV).
   virtual std::optional<int> static_min_rank() const { return std::nullopt; }
   virtual std::string describe() const = 0;
+  // Dataset::cardinality() (kUnknownCardinality unless the node knows).
+  virtual std::int64_t cardinality() const { return Dataset::kUnknownCardinality; }
 
   // The pipeline as a chain, for rewrites (file sharding): the dataset this
   // node reads (nullptr for a source), and this node reading another one.
@@ -99,6 +101,10 @@ class UnaryNode : public DatasetNode {
   const Dataset* input() const override { return &input_; }
 
  protected:
+  // For nodes that produce one element per input element (map, shuffle,
+  // prefetch).
+  std::int64_t input_cardinality() const { return input_.cardinality(); }
+
   // with_input() of a copyable node type: a copy reading `input`.
   template <class Self>
   std::shared_ptr<const DatasetNode> copy_with_input(Dataset input) const {

@@ -107,6 +107,10 @@ class SplitNode final : public UnaryNode {
     return std::make_unique<It>(iterate(input_), pieces_);
   }
   std::string describe() const override { return "Split(" + std::to_string(pieces_) + ") <- " + input_.describe(); }
+  std::int64_t cardinality() const override {
+    const std::int64_t n = input_cardinality();
+    return n < 0 ? n : n * pieces_;
+  }
 
  private:
   int pieces_;

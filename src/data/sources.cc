@@ -62,6 +62,7 @@ class TensorSlicesNode final : public DatasetNode {
     return std::make_unique<It>(components_, is_tuple_);
   }
   std::string describe() const override { return "TensorSlices"; }
+  std::int64_t cardinality() const override { return components_[0].dim(0); }
 
  private:
   std::vector<Tensor> components_;
@@ -135,6 +136,7 @@ class TensorsNode final : public DatasetNode {
     return std::make_unique<It>(element_);
   }
   std::string describe() const override { return "Tensors"; }
+  std::int64_t cardinality() const override { return 1; }
 
  private:
   Element element_;
@@ -162,6 +164,12 @@ class RangeNode final : public DatasetNode {
   }
   std::string describe() const override {
     return "Range(" + std::to_string(start_) + ", " + std::to_string(stop_) + ", " + std::to_string(step_) + ")";
+  }
+  std::int64_t cardinality() const override {
+    // ceil((stop - start) / step) when positive (step is never 0).
+    const std::int64_t span = step_ > 0 ? stop_ - start_ : start_ - stop_;
+    const std::int64_t stride = step_ > 0 ? step_ : -step_;
+    return span <= 0 ? 0 : (span + stride - 1) / stride;
   }
 
  private:
@@ -274,6 +282,7 @@ Dataset Dataset::from_generator(std::function<Generator()> make) {
 
 std::optional<std::int64_t> Dataset::static_batch_size() const { return node_->static_batch_size(); }
 std::string Dataset::describe() const { return node_->describe(); }
+std::int64_t Dataset::cardinality() const { return node_->cardinality(); }
 
 Dataset::Iterator::Iterator(std::unique_ptr<internal::ElementIterator> impl) : impl_(std::move(impl)) {}
 Dataset::Iterator::Iterator(Iterator&&) noexcept = default;

@@ -191,6 +191,7 @@ class MapNode final : public UnaryNode {
   std::string describe() const override {
     return "Map(parallel=" + std::to_string(parallelism_) + ") <- " + input_.describe();
   }
+  std::int64_t cardinality() const override { return input_cardinality(); }
 
  private:
   std::shared_ptr<const MapFn> fn_;
@@ -337,6 +338,7 @@ class ShuffleNode final : public UnaryNode {
   std::string describe() const override {
     return "Shuffle(" + std::to_string(buffer_size_) + ") <- " + input_.describe();
   }
+  std::int64_t cardinality() const override { return input_cardinality(); }
 
  private:
   std::int64_t buffer_size_;
@@ -384,6 +386,13 @@ class RepeatNode final : public UnaryNode {
     return std::make_unique<It>(input_, count_);
   }
   std::string describe() const override { return "Repeat(" + std::to_string(count_) + ") <- " + input_.describe(); }
+  std::int64_t cardinality() const override {
+    const std::int64_t n = input_cardinality();
+    if (count_ == 0 || n == 0) return 0;
+    if (count_ < 0) return Dataset::kInfiniteCardinality;  // (also of an unknown, non-empty input)
+    if (n < 0) return n;
+    return n * count_;
+  }
 
  private:
   std::int64_t count_;
@@ -442,6 +451,23 @@ class SelectNode final : public UnaryNode {
     };
     return std::make_unique<It>(iterate(input_), kind_, a_, b_);
   }
+  std::int64_t cardinality() const override {
+    const std::int64_t n = input_cardinality();
+    switch (kind_) {
+      case Kind::kTake:
+        if (a_ < 0) return n;
+        if (n == Dataset::kInfiniteCardinality) return a_;
+        return n < 0 ? n : std::min(n, a_);
+      case Kind::kSkip:
+        if (a_ < 0) return 0;
+        if (n < 0) return n;
+        return std::max<std::int64_t>(0, n - a_);
+      case Kind::kShard:
+        if (n < 0) return n;
+        return n / a_ + (b_ < n % a_ ? 1 : 0);
+    }
+    return Dataset::kUnknownCardinality;
+  }
   std::string describe() const override {
     const char* name = kind_ == Kind::kTake ? "Take(" : kind_ == Kind::kSkip ? "Skip(" : "Shard(";
     std::string args = std::to_string(a_) + (kind_ == Kind::kShard ? ", " + std::to_string(b_) : "");
@@ -475,6 +501,7 @@ class PrefetchNode final : public UnaryNode {
     return std::make_unique<It>(iterate(input_), depth_);
   }
   std::string describe() const override { return "Prefetch(" + std::to_string(depth_) + ") <- " + input_.describe(); }
+  std::int64_t cardinality() const override { return input_cardinality(); }
 
  private:
   std::size_t depth_;

@@ -968,5 +968,68 @@ TEST(ElementTest, Equality) {
   EXPECT_NE(Element(Tensor{1, 2}), Element::tuple({Tensor{1, 2}}));
 }
 
+
+// ---- cardinality (TF's Dataset.cardinality()) ----
+
+// The elements a finite dataset really yields.
+i64 count_by_iterating(const Dataset& d) {
+  i64 n = 0;
+  for (auto it = d.make_iterator(); it.get_next_as_optional().has_value();) ++n;
+  return n;
+}
+
+// TF's docstring example: range(42) has 42; repeated, INFINITE; filtered
+// after that, UNKNOWN.
+TEST(Cardinality, TheDocstringExample) {
+  Dataset d = Dataset::range(42);
+  EXPECT_EQ(d.cardinality(), 42);
+  d = d.repeat();
+  EXPECT_EQ(d.cardinality(), Dataset::kInfiniteCardinality);
+  d = d.filter([](const Element&) { return true; });
+  EXPECT_EQ(d.cardinality(), Dataset::kUnknownCardinality);
+}
+
+TEST(Cardinality, EachTransformationAgreesWithIteration) {
+  const Dataset ten = Dataset::range(10);
+  struct Case {
+    const char* what;
+    Dataset dataset;
+    i64 expected;
+  };
+  const Case cases[] = {
+      {"range(10)", ten, 10},
+      {"range(10, 0, -3)", Dataset::range(10, 0, -3), 4},
+      {"range(5, 5)", Dataset::range(5, 5), 0},
+      {"from_tensor_slices of 7 rows", Dataset::from_tensor_slices(Iota(14, {7, 2})), 7},
+      {"from_tensors", Dataset::from_tensors(Iota(6, {2, 3})), 1},
+      {"batch(3)", ten.batch(3), 4},
+      {"batch(3, drop_remainder)", ten.batch(3, true), 3},
+      {"take(5)", ten.take(5), 5},
+      {"take(15)", ten.take(15), 10},
+      {"take(-1)", ten.take(-1), 10},
+      {"skip(5)", ten.skip(5), 5},
+      {"skip(15)", ten.skip(15), 0},
+      {"skip(-1)", ten.skip(-1), 0},
+      {"shard(3, 0)", ten.shard(3, 0), 4},
+      {"shard(3, 2)", ten.shard(3, 2), 3},
+      {"repeat(3)", ten.repeat(3), 30},
+      {"repeat(0)", ten.repeat(0), 0},
+      {"an empty dataset repeated", Dataset::range(0).repeat(), 0},
+      {"repeat().take(5)", ten.repeat().take(5), 5},
+      {"map, shuffle, prefetch", ten.map([](const Element& e) { return e; }).shuffle(4, 1).prefetch(2), 10},
+      {"batch(4).repeat(2).skip(3)", ten.batch(4).repeat(2).skip(3), 3},
+  };
+  for (const Case& c : cases) {
+    SCOPED_TRACE(c.what);
+    EXPECT_EQ(c.dataset.cardinality(), c.expected);
+    EXPECT_EQ(count_by_iterating(c.dataset), c.expected);
+  }
+  EXPECT_EQ(ten.repeat().skip(5).cardinality(), Dataset::kInfiniteCardinality);
+  EXPECT_EQ(ten.repeat().batch(3).cardinality(), Dataset::kInfiniteCardinality);
+  EXPECT_EQ(ten.batch(3).unbatch().cardinality(), Dataset::kUnknownCardinality);
+  EXPECT_EQ(ten.filter([](const Element&) { return true; }).take(3).cardinality(), Dataset::kUnknownCardinality);
+  EXPECT_EQ(ten.batch(4).rebatch(2).cardinality(), Dataset::kUnknownCardinality);
+}
+
 }  // namespace
 }  // namespace distribute

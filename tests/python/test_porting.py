@@ -66,3 +66,15 @@ def test_values_from_function_reach_their_replicas(replicas):
                and v["n"] == 10 * dist.get_replica_context().replica_id_in_sync_group, args=(values,))
   assert all(s.experimental_local_results(seen))
   assert isinstance(tf.distribute.experimental.ValueContext(), dist.ValueContext)
+
+
+def test_dataset_cardinality_as_tf_documents_it():
+  from distribute.compat import tf
+  dataset = tf.data.Dataset.range(42)
+  assert dataset.cardinality().numpy() == 42
+  dataset = dataset.repeat()
+  assert dataset.cardinality() == tf.data.INFINITE_CARDINALITY
+  dataset = dataset.filter(lambda x: True)
+  assert dataset.cardinality() == tf.data.UNKNOWN_CARDINALITY
+  assert tf.data.Dataset.from_tensor_slices(np.zeros((7, 2), np.float32)).batch(3).cardinality() == 3
+  assert tf.data.Dataset.range(10).batch(3, drop_remainder=True).cardinality() == 3

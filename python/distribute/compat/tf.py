@@ -68,7 +68,9 @@ distribute = _types.SimpleNamespace(
                                         PreemptionCheckpointHandler=_dist.experimental.PreemptionCheckpointHandler,
                                         TerminationConfig=_dist.experimental.TerminationConfig),
 )
-data = _types.SimpleNamespace(Dataset=_dist.data.Dataset, AUTOTUNE=_dist.data.AUTOTUNE)
+data = _types.SimpleNamespace(Dataset=_dist.data.Dataset, AUTOTUNE=_dist.data.AUTOTUNE,
+                              INFINITE_CARDINALITY=_dist.data.INFINITE_CARDINALITY,
+                              UNKNOWN_CARDINALITY=_dist.data.UNKNOWN_CARDINALITY)
 errors = _dist.errors
 Variable = _dist.Variable
 VariableAggregation = _dist.VariableAggregation
