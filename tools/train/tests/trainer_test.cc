@@ -524,6 +524,25 @@ std::map<std::string, Tensor> entries_of(const std::string& checkpoint) {
   return out;
 }
 
+// Waits (up to 2 minutes) until `path` exists: a checkpoint the spawned
+// program writes.
+void wait_for_file(const std::string& path) {
+  const auto give_up = std::chrono::steady_clock::now() + std::chrono::seconds(120);
+  while (!fs::exists(path) && std::chrono::steady_clock::now() < give_up) {
+    std::this_thread::sleep_for(std::chrono::microseconds(200));
+  }
+}
+
+// Every entry of `expected` is in `got`, bitwise equal, and nothing else.
+void expect_same_entries(const std::map<std::string, Tensor>& expected, const std::map<std::string, Tensor>& got,
+                         const std::string& after) {
+  ASSERT_EQ(got.size(), expected.size()) << after;
+  for (const auto& [name, value] : expected) {
+    ASSERT_TRUE(got.count(name)) << name << " is missing after " << after;
+    EXPECT_EQ(got.at(name), value) << name << " differs after " << after;
+  }
+}
+
 std::string join(const std::vector<std::string>& args) {
   std::string s;
   for (const std::string& a : args) s += a + " ";
@@ -555,10 +574,7 @@ TEST(DistributeTrainProgramTest, ResumeAfterSigkillMidEpochEqualsUninterrupted) 
     args.insert(args.end(), {"--checkpoint-dir", ckpt, "--checkpoint-every", "7"});
     const pid_t pid = spawn_program(args, dir.str("killed.log"));
     ASSERT_GT(pid, 0);
-    const auto give_up = std::chrono::steady_clock::now() + std::chrono::seconds(120);
-    while (!fs::exists(ckpt + "/ckpt-3.dckpt") && std::chrono::steady_clock::now() < give_up) {
-      std::this_thread::sleep_for(std::chrono::microseconds(200));
-    }
+    wait_for_file(ckpt + "/ckpt-3.dckpt");
     ASSERT_EQ(::kill(pid, SIGKILL), 0);
     int status = 0;
     ASSERT_EQ(::waitpid(pid, &status, 0), pid);
@@ -574,12 +590,7 @@ TEST(DistributeTrainProgramTest, ResumeAfterSigkillMidEpochEqualsUninterrupted) 
     const Output resumed = run_program(join(args));
     ASSERT_EQ(resumed.status, 0) << resumed.text;
     EXPECT_NE(resumed.text.find("resumed from " + *latest), std::string::npos) << resumed.text;
-    const std::map<std::string, Tensor> got = entries_of(*latest_checkpoint(ckpt));
-    ASSERT_EQ(got.size(), expected.size());
-    for (const auto& [name, value] : expected) {
-      ASSERT_TRUE(got.count(name)) << name;
-      EXPECT_EQ(got.at(name), value) << name << " differs after resuming from step " << saved_step;
-    }
+    expect_same_entries(expected, entries_of(*latest_checkpoint(ckpt)), "resuming from step " + std::to_string(saved_step));
   }
   EXPECT_TRUE(mid_epoch) << "no kill landed inside an epoch in 5 attempts";
 }
@@ -602,10 +613,7 @@ TEST(DistributeTrainProgramTest, SigtermSavesAndExits42AndTheSameCommandResumes)
   args.insert(args.end(), {"--checkpoint-dir", ckpt, "--resume"});
   const pid_t pid = spawn_program(args, dir.str("preempted.log"));
   ASSERT_GT(pid, 0);
-  const auto give_up = std::chrono::steady_clock::now() + std::chrono::seconds(120);
-  while (!fs::exists(ckpt + "/ckpt-1.dckpt") && std::chrono::steady_clock::now() < give_up) {
-    std::this_thread::sleep_for(std::chrono::microseconds(200));
-  }
+  wait_for_file(ckpt + "/ckpt-1.dckpt");
   ASSERT_EQ(::kill(pid, SIGTERM), 0);
   int status = 0;
   ASSERT_EQ(::waitpid(pid, &status, 0), pid);
@@ -620,12 +628,7 @@ TEST(DistributeTrainProgramTest, SigtermSavesAndExits42AndTheSameCommandResumes)
   const Output resumed = run_program(join(args));
   ASSERT_EQ(resumed.status, 0) << resumed.text;
   EXPECT_NE(resumed.text.find("resumed from " + *latest), std::string::npos) << resumed.text;
-  const std::map<std::string, Tensor> got = entries_of(*latest_checkpoint(ckpt));
-  ASSERT_EQ(got.size(), expected.size());
-  for (const auto& [name, value] : expected) {
-    ASSERT_TRUE(got.count(name)) << name;
-    EXPECT_EQ(got.at(name), value) << name << " differs after resuming from " << *latest;
-  }
+  expect_same_entries(expected, entries_of(*latest_checkpoint(ckpt)), "resuming from " + *latest);
 }
 
 }  // namespace
