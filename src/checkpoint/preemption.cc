@@ -133,7 +133,7 @@ void PreemptionCheckpointHandler::save_checkpoint_if_preempted() {
     });
   }
   if (!stop) return;
-  g_sigterm.store(false, std::memory_order_relaxed);  // (only this handler sets it)
+  if (watching_signal_) g_sigterm.store(false, std::memory_order_relaxed);  // (this handler owns the watch)
   in_scope(*strategy_, [&] { checkpoint_->save(directory_); });
   if (config_.exit_fn) {
     config_.exit_fn();

@@ -94,10 +94,16 @@ class LocalChannel final : public CrossWorker {
 
   void report_failure(const std::string& message) noexcept override {
     std::lock_guard<std::mutex> lock(hub_->mutex);
-    // As the MPI transport: the peers' messages name this worker.
-    std::string& mine = hub_->failed[static_cast<std::size_t>(rank_)];
-    if (mine.empty()) mine = "worker " + std::to_string(rank_) + ": " + message;
-    if (broken_.empty()) broken_ = message;
+    try {
+      // As the MPI transport: the peers' messages name this worker.
+      std::string& mine = hub_->failed[static_cast<std::size_t>(rank_)];
+      if (mine.empty()) mine = "worker " + std::to_string(rank_) + ": " + message;
+      if (broken_.empty()) broken_ = message;
+    } catch (...) {
+      // (Out of memory for the text: the peers still see a report.)
+      std::string& mine = hub_->failed[static_cast<std::size_t>(rank_)];
+      if (mine.empty()) mine.assign("a worker failed");
+    }
     hub_->changed.notify_all();
   }
 

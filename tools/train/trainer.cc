@@ -380,11 +380,13 @@ TrainResult train(Strategy& strategy, const TrainConfig& config) {
                                       std::to_string(static_cast<std::uint64_t>(*saved_seed)) + ", not " +
                                       std::to_string(config.seed));
       }
-      if (saved_epoch && *saved_epoch > 0 && *saved_epoch < config.epochs) input = epoch_input(*saved_epoch);
+      // (Also past config.epochs: a finished run resumed with as many epochs
+      // restores, then trains nothing.)
+      if (saved_epoch && *saved_epoch > 0) input = epoch_input(*saved_epoch);
       StrategyScope scope = strategy.scope();
       checkpoint.restore(*latest);
       result.resumed_from_epoch = static_cast<int>(epoch);
- if (log) *log << "resumed from " << *latest << " (epoch " << epoch << ", step " << step << ")\n";
+      if (log) *log << "resumed from " << *latest << " (epoch " << epoch << ", step " << step << ")\n";
     } else if (log) {
       *log << "no checkpoint in " << config.checkpoint_dir << ": starting from scratch\n";
     }

@@ -263,6 +263,22 @@ TEST(TrainerTest, PreemptedMidEpochSavesThatStepAndTheResumedRunEqualsUninterrup
   EXPECT_EQ(resumed.history[0].accuracy, uninterrupted.history[1].accuracy);
 }
 
+// A finished run resumed with as many epochs restores its last checkpoint
+// (the next epoch's input included) and trains nothing more.
+TEST(TrainerTest, AFinishedRunResumedTrainsNothingMore) {
+  TempDir dir;
+  TrainConfig config = small_config(OptimizerKind::kSgd, 2);
+  config.epochs = 2;
+  config.checkpoint_dir = dir.str("ckpt");
+  const TrainResult finished = train(config);
+  config.resume = true;
+  const TrainResult again = train(config);
+  EXPECT_EQ(again.resumed_from_epoch, 2);
+  EXPECT_TRUE(again.history.empty());
+  EXPECT_EQ(again.steps, finished.steps);
+  expect_same_parameters(finished.parameters, again.parameters, 0, 0, "finished run resumed");
+}
+
 // Resuming with another seed would restore into another input order: the
 // run refuses, naming both seeds, before anything is restored.
 TEST(TrainerTest, ResumingWithAnotherSeedIsRefused) {
