@@ -88,16 +88,8 @@ class PreemptionCheckpointHandler:
     except OSError as e:
       raise FailedPreconditionError(f"PreemptionCheckpointHandler: cannot create the checkpoint directory "
                                     f"{self._dir!r}: {e.strerror}") from None
-    self._runs = Variable(np.zeros((), np.int64), name=RUN_CALLS_NAME)
-    checkpoint.track(RUN_CALLS_NAME, self._runs)
-    latest = latest_checkpoint(self._dir)
-    if latest is not None:
-      checkpoint.restore(latest)
-    self._total = int(np.asarray(self._runs.value()))
-    self.restored_from = latest
     if self._watcher is None:
       if not _watching.acquire(blocking=False):
-        checkpoint._tracked.pop()
         raise FailedPreconditionError("PreemptionCheckpointHandler: another handler already watches SIGTERM in this "
                                       "process; close() it first (or give this one a termination_watcher_fn)")
       try:
@@ -105,9 +97,25 @@ class PreemptionCheckpointHandler:
         self._watching = True
       except ValueError:  # not the main thread
         _watching.release()
-        checkpoint._tracked.pop()
         raise FailedPreconditionError("PreemptionCheckpointHandler: SIGTERM can only be watched from the main thread; "
                                       "construct the handler there or give it a termination_watcher_fn") from None
+    # Nothing is tracked or restored before the checks above passed; a
+    # failed restore leaves the checkpoint as it was given.
+    try:
+      self._runs = Variable(np.zeros((), np.int64), name=RUN_CALLS_NAME)
+      checkpoint.track(RUN_CALLS_NAME, self._runs)
+      try:
+        latest = latest_checkpoint(self._dir)
+        if latest is not None:
+          checkpoint.restore(latest)
+      except BaseException:
+        checkpoint._tracked.pop()
+        raise
+    except BaseException:
+      self.close()
+      raise
+    self._total = int(np.asarray(self._runs.value()))
+    self.restored_from = latest
 
   def _on_sigterm(self, signum, frame):
     self._signalled = True

@@ -335,8 +335,14 @@ class ShuffleNode final : public UnaryNode {
     return std::make_unique<It>(iterate(input_), static_cast<std::size_t>(buffer_size_),
                                 mix(seed_ ^ mix(iteration)));
   }
+  // With the seed (an iterator checkpoint's fingerprint hashes the
+  // description: another seed is another pipeline) and whether it
+  // reshuffles.
   std::string describe() const override {
-    return "Shuffle(" + std::to_string(buffer_size_) + ") <- " + input_.describe();
+    std::string args = std::to_string(buffer_size_);
+    if (seeded_) args += ", seed=" + std::to_string(seed_);
+    if (!reshuffle_) args += ", reshuffle_each_iteration=false";
+    return "Shuffle(" + args + ") <- " + input_.describe();
   }
   std::int64_t cardinality() const override { return input_cardinality(); }
 

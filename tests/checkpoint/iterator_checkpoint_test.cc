@@ -290,5 +290,27 @@ TEST_F(IteratorCheckpointTest, APositionOfAnotherPipelineOrBeyondItsEndChangesNo
   EXPECT_FALSE(it.get_next_as_optional().has_value());
 }
 
+// Another shuffle seed is another pipeline: its rows come in another order,
+// so the position is refused rather than replayed into the wrong rows (the
+// seed is part of the pipeline's description, and of its fingerprint).
+TEST_F(IteratorCheckpointTest, APositionSavedWithAnotherShuffleSeedIsRefused) {
+  MirroredStrategy strategy(cpus(2));
+  const auto pipeline = [](std::uint64_t seed) {
+    return Dataset::range(40).shuffle(10, seed).batch(4).repeat();
+  };
+  EXPECT_THAT(pipeline(7).describe(), HasSubstr("Shuffle(10, seed=7)"));
+  DistributedIterator saved = strategy.experimental_distribute_dataset(pipeline(7)).make_iterator();
+  for (int i = 0; i < 3; ++i) saved.get_next();
+  Checkpoint out;
+  out.track("iterator", saved);
+  const std::string path = out.save(dir_);
+
+  DistributedIterator other = strategy.experimental_distribute_dataset(pipeline(8)).make_iterator();
+  Checkpoint in;
+  in.track("iterator", other);
+  EXPECT_THAT(message_of<InvalidArgumentError>([&] { in.restore(path); }),
+              AllOf(HasSubstr("'iterator'"), HasSubstr("another input pipeline")));
+}
+
 }  // namespace
 }  // namespace distribute

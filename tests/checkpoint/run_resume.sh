@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # Kills checkpoint_resume (tests/checkpoint/resume_main.cc) with SIGKILL at
-# 20 random moments, resumes it each time from its latest checkpoint, and
+# 20 random moments (each after the run's first save), resumes it each time
+# from its latest checkpoint, and
 # checks that the run ends with the hash of an uninterrupted run (every
 # row of every step, in order: the resumed input is bitwise the same).
 # Usage: run_resume.sh <checkpoint_resume> [kills]
@@ -13,12 +14,26 @@ mkdir "$work/ref" "$work/run"
 expected=$("$program" "$work/ref" "$steps" | sed -n 's/^hash //p')
 [ -n "$expected" ] || fail "the uninterrupted run printed no hash"
 killed=0 resumed=0 attempts=0
+newest() { ls "$work/run" | sort -t- -k2 -n | tail -n 1; }
 while [ "$killed" -lt "$kills" ] && [ "$attempts" -lt $((2 * kills)) ]; do
   attempts=$((attempts + 1))
-  # 10 to 150 ms into the run (6000 steps take longer than 20 of those
-  # here; a run that ends before its kill is not counted).
-  out=$(timeout -s KILL "0.$(printf '%03d' $((10 + RANDOM % 140)))" "$program" "$work/run" "$steps")
+  # Killed 0 to 40 ms after the run's first save of its own (a fixed delay
+  # from the launch would land before it in a slow build, e.g. under
+  # AddressSanitizer, and test nothing): every kill then interrupts a run
+  # that has restored (or started) and saved, most of them mid-save.
+  before=$(newest)
+  "$program" "$work/run" "$steps" > "$work/out" 2>&1 &
+  pid=$!
+  for _ in $(seq 2000); do
+    [ "$(newest)" != "$before" ] && break
+    kill -0 "$pid" 2>/dev/null || break
+    sleep 0.005
+  done
+  sleep "0.0$(printf '%02d' $((RANDOM % 40)))"
+  kill -KILL "$pid" 2>/dev/null
+  wait "$pid"
   status=$?
+  out=$(cat "$work/out")
   grep -q "^resumed at step" <<<"$out" && resumed=$((resumed + 1))
   if [ "$status" -eq 137 ]; then killed=$((killed + 1)); elif [ "$status" -ne 0 ]; then fail "run $attempts ended with $status: $out"; fi
   grep -q "^hash" <<<"$out" && break
