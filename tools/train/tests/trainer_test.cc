@@ -565,6 +565,20 @@ std::string join(const std::vector<std::string>& args) {
   return s;
 }
 
+// The last checkpoint of an uninterrupted run of the program with `args`,
+// saved in `ckpt`: what an interrupted and resumed run must end with.
+std::map<std::string, Tensor> uninterrupted_entries(std::vector<std::string> args, const std::string& ckpt) {
+  args.insert(args.end(), {"--checkpoint-dir", ckpt});
+  const Output out = run_program(join(args));
+  EXPECT_EQ(out.status, 0) << out.text;
+  const std::optional<std::string> latest = latest_checkpoint(ckpt);
+  if (!latest) {
+    ADD_FAILURE() << "the uninterrupted run saved no checkpoint in " << ckpt;
+    return {};
+  }
+  return entries_of(*latest);
+}
+
 // The process is killed with SIGKILL at an arbitrary point after its third
 // checkpoint (every 7 steps, so most land inside epochs); --resume then ends
 // with the weights and optimizer slots of an uninterrupted run, bit for bit
@@ -572,13 +586,8 @@ std::string join(const std::vector<std::string>& args) {
 TEST(DistributeTrainProgramTest, ResumeAfterSigkillMidEpochEqualsUninterrupted) {
   TempDir dir;
   const std::vector<std::string> common{"--epochs", "8", "--batch-size", "32", "--replicas", "2", "--seed", "3"};
-  std::vector<std::string> reference = common;
-  reference.insert(reference.end(), {"--checkpoint-dir", dir.str("reference")});
-  const Output uninterrupted = run_program(join(reference));
-  ASSERT_EQ(uninterrupted.status, 0) << uninterrupted.text;
-  const std::optional<std::string> reference_ckpt = latest_checkpoint(dir.str("reference"));
-  ASSERT_TRUE(reference_ckpt.has_value());
-  const std::map<std::string, Tensor> expected = entries_of(*reference_ckpt);
+  const std::map<std::string, Tensor> expected = uninterrupted_entries(common, dir.str("reference"));
+  ASSERT_FALSE(expected.empty());
   constexpr std::int64_t kStepsPerEpoch = (1438 + 31) / 32;
 
   // A kill that lands right after an epoch's checkpoint resumes from the
@@ -618,11 +627,8 @@ TEST(DistributeTrainProgramTest, ResumeAfterSigkillMidEpochEqualsUninterrupted) 
 TEST(DistributeTrainProgramTest, SigtermSavesAndExits42AndTheSameCommandResumes) {
   TempDir dir;
   const std::vector<std::string> common{"--epochs", "8", "--batch-size", "32", "--replicas", "2", "--seed", "3"};
-  std::vector<std::string> reference = common;
-  reference.insert(reference.end(), {"--checkpoint-dir", dir.str("reference")});
-  const Output uninterrupted = run_program(join(reference));
-  ASSERT_EQ(uninterrupted.status, 0) << uninterrupted.text;
-  const std::map<std::string, Tensor> expected = entries_of(*latest_checkpoint(dir.str("reference")));
+  const std::map<std::string, Tensor> expected = uninterrupted_entries(common, dir.str("reference"));
+  ASSERT_FALSE(expected.empty());
 
   const std::string ckpt = dir.str("preempted");
   std::vector<std::string> args = common;
