@@ -46,6 +46,62 @@ class DatasetNode;
 class ElementIterator;
 }  // namespace internal
 
+// TF's tf.TensorSpec: the dtype and shape of one component of a dataset's
+// elements; a dimension of -1 is not known before iterating (TF's None).
+struct TensorSpec {
+  DType dtype = DType::kFloat32;
+  std::vector<std::int64_t> shape;
+  // "TensorSpec(shape=(None, 64), dtype=tf.float32, name=None)", as TF prints it.
+  std::string to_string() const;
+  friend bool operator==(const TensorSpec&, const TensorSpec&) = default;
+};
+
+// TF's Dataset.element_spec: the spec of every component of an element, and
+// whether the element is a tuple (as Element::is_tuple).
+struct ElementSpec {
+  std::vector<TensorSpec> components;
+  bool is_tuple = false;
+  // One TensorSpec, or "(TensorSpec(...), TensorSpec(...))" for a tuple.
+  std::string to_string() const;
+  friend bool operator==(const ElementSpec&, const ElementSpec&) = default;
+};
+
+// TF's tf.data.experimental.AutoShardPolicy: how
+// experimental_distribute_dataset divides a dataset among the workers of a
+// multi-worker strategy (one worker: no effect).
+//   AUTO  FILE for a dataset that reads a list of files (at least one per
+//         worker), else DATA.
+//   FILE  worker w reads files w, w + W, ... of the file source
+//         (Dataset::from_csv_files) under the dataset's transformations; its
+//         batches are then cut into its replicas' shares as one worker's
+//         would be. InvalidArgumentError for a dataset without a file source
+//         or with fewer files than workers.
+//   DATA  every worker reads everything; each global batch is cut into
+//         num_replicas_in_sync pieces of ceil(B/N) rows (TF's legacy rebatch)
+//         and worker w keeps pieces w, w + W, ... (replica r of worker w gets
+//         piece w + r*W).
+//   OFF   no sharding: every worker sees the whole dataset.
+// Set on the dataset (Dataset::with_options, as TF does) or, for one call,
+// in InputOptions::auto_shard_policy.
+enum class AutoShardPolicy { AUTO, FILE, DATA, OFF };
+
+// TF's tf.data.Options, the fields this library reads. Unset fields take
+// their defaults (or an outer with_options' value).
+struct Options {
+  struct Distribute {
+    std::optional<AutoShardPolicy> auto_shard_policy;
+  };
+  Distribute experimental_distribute;
+  // This options' set fields override `base`'s (TF's Options.merge).
+  Options merged_over(const Options& base) const {
+    Options out = base;
+    if (experimental_distribute.auto_shard_policy) {
+      out.experimental_distribute.auto_shard_policy = experimental_distribute.auto_shard_policy;
+    }
+    return out;
+  }
+};
+
 // How load_csv and Dataset::from_csv_files read a CSV file.
 struct CsvOptions {
   char delimiter = ',';
@@ -81,6 +137,11 @@ class Dataset {
   // experimental_distribute_dataset can shard it by files
   // (AutoShardPolicy::FILE, and AUTO). InvalidArgumentError for an empty list.
   static Dataset from_csv_files(std::vector<std::string> paths, CsvOptions options = {});
+  // Elements of several datasets side by side (TF's Dataset.zip): element i
+  // is a tuple of the components of element i of every input, in order (an
+  // input's tuple is flattened into it: zip({(x, y), z}) gives (x, y, z)).
+  // Ends with the shortest input. InvalidArgumentError for no inputs.
+  static Dataset zip(std::vector<Dataset> datasets);
 
   // --- Transformations -----------------------------------------------------
   // Stacks `batch_size` consecutive elements component-wise (a new axis 0).
@@ -90,11 +151,48 @@ class Dataset {
   Dataset batch(std::int64_t batch_size, bool drop_remainder = false) const;
   // Splits each element along axis 0 into its rows (the inverse of batch).
   Dataset unbatch() const;
+  // batch() of elements whose shapes differ (TF's padded_batch): every
+  // component is padded at the end of each dimension to padded_shapes[c]
+  // (-1 in it, or no padded_shapes: to the largest size in the batch) with
+  // padding_values[c] (default 0), then stacked. Elements must agree in
+  // structure, dtype and rank. InvalidArgumentError for batch_size <= 0,
+  // padded_shapes or padding_values of the wrong length or rank, or an
+  // element larger than its padded shape (naming both).
+  Dataset padded_batch(std::int64_t batch_size, std::vector<std::vector<std::int64_t>> padded_shapes = {},
+                       std::vector<double> padding_values = {}, bool drop_remainder = false) const;
   // Applies fn to every element. With num_parallel_calls > 1 (or kAutotune:
   // one per CPU this process may use, usable_cpu_count()) up to that many
   // calls run at once on background threads; the output order is the input
   // order.
   Dataset map(std::function<Element(const Element&)> fn, std::int64_t num_parallel_calls = 1) const;
+  // (index, element...) tuples with index = start, start + 1, ... as int64
+  // scalars (TF's enumerate; the element's components follow the index).
+  Dataset enumerate(std::int64_t start = 0) const;
+  // The elements of fn(element) for every element, one dataset after the
+  // other (TF's flat_map).
+  Dataset flat_map(std::function<Dataset(const Element&)> fn) const;
+  // TF's interleave: keeps cycle_length datasets fn(element) open and takes
+  // block_length elements from each in turn; an exhausted one is replaced
+  // by the next input element's dataset when the cycle comes back to it.
+  // The order is always that one (TF's deterministic=True; TF may reorder
+  // when told deterministic=false, this library does not). cycle_length
+  // kAutotune: usable_cpu_count(). num_parallel_calls > 1 (or kAutotune)
+  // reads every open dataset ahead on its own background thread (up to
+  // block_length elements each). InvalidArgumentError for cycle_length,
+  // block_length or num_parallel_calls < 1 (other than kAutotune).
+  Dataset interleave(std::function<Dataset(const Element&)> fn, std::int64_t cycle_length = kAutotune,
+                     std::int64_t block_length = 1, std::int64_t num_parallel_calls = 1) const;
+  // Keeps the elements of the first complete iteration in memory; later
+  // iterations read them from there instead of from the input (TF's
+  // cache() without a file name). An iteration stopped before the end
+  // fills nothing. Iterations that start before the cache is complete read
+  // the input.
+  Dataset cache() const;
+  // The same elements with `options` (TF's with_options); the options of a
+  // pipeline are its with_options calls merged, later ones winning.
+  Dataset with_options(const Options& options) const;
+  // The merged options of the pipeline (TF's Dataset.options()).
+  Options options() const;
   // Keeps the elements for which predicate returns true.
   Dataset filter(std::function<bool(const Element&)> predicate) const;
   // Fills a buffer of buffer_size elements and emits a random one of it,
@@ -131,6 +229,17 @@ class Dataset {
   std::optional<std::int64_t> static_batch_size() const;
   // "Batch(2) <- TensorSlices" style description, for error messages and tests.
   std::string describe() const;
+
+  // The dtype and shape of the elements' components (TF's element_spec).
+  // Known without iterating after sources and shape-preserving or
+  // -transforming steps (batch without drop_remainder gives a leading -1);
+  // after a step whose output depends on a user function (map, flat_map,
+  // interleave, from_generator) or on file contents (CSV), the structure,
+  // dtypes and ranks are read from the first element that step produces,
+  // on a private copy of the pipeline (nothing of this dataset's iteration
+  // state changes), and every dimension is -1 (later elements may differ).
+  // FailedPreconditionError when that step produces no element.
+  ElementSpec element_spec() const;
 
   // The number of elements, when known without iterating (TF's
   // Dataset.cardinality()): kInfiniteCardinality for a repeat() without a

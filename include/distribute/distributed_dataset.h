@@ -68,29 +68,13 @@ class InputContext {
   int num_replicas_in_sync_;
 };
 
-// TF's tf.data.experimental.AutoShardPolicy: how
-// experimental_distribute_dataset divides a dataset among the workers of a
-// multi-worker strategy (one worker: no effect).
-//   AUTO  FILE for a dataset that reads a list of files (at least one per
-//         worker), else DATA.
-//   FILE  worker w reads files w, w + W, ... of the file source
-//         (Dataset::from_csv_files) under the dataset's transformations; its
-//         batches are then cut into its replicas' shares as one worker's
-//         would be. InvalidArgumentError for a dataset without a file source
-//         or with fewer files than workers.
-//   DATA  every worker reads everything; each global batch is cut into
-//         num_replicas_in_sync pieces of ceil(B/N) rows (TF's legacy rebatch)
-//         and worker w keeps pieces w, w + W, ... (replica r of worker w gets
-//         piece w + r*W).
-//   OFF   no sharding: every worker sees the whole dataset.
-// (TF sets it on the dataset's options; datasets here carry no options, so it
-// is a field of InputOptions.)
-enum class AutoShardPolicy { AUTO, FILE, DATA, OFF };
 
 struct InputOptions {
   // Steps prepared ahead of the one being consumed, on a background thread;
   // 0 prepares each step inside get_next().
   int experimental_per_replica_buffer_size = 1;
+  // AutoShardPolicy (dataset.h) for this call; AUTO defers to the
+  // dataset's own option (Dataset::with_options), if set.
   AutoShardPolicy auto_shard_policy = AutoShardPolicy::AUTO;
 };
 
@@ -141,6 +125,13 @@ class DistributedDataset {
   int num_replicas_in_sync() const noexcept { return num_replicas_; }
 
   DistributedIterator make_iterator() const;
+
+  // The spec of one replica's element of a step (TF's element_spec of a
+  // distributed dataset: a PerReplicaSpec holding it once per replica): the
+  // dataset's element_spec with its leading dimension per replica, -1 unless
+  // every replica's batch has a fixed size (a fixed global batch, TF's
+  // drop_remainder, that splits evenly).
+  ElementSpec element_spec() const;
 
   using RangeIterator = internal::InputRange<DistributedIterator, PerReplica<Element>>;
   RangeIterator begin() const { return RangeIterator(std::make_shared<DistributedIterator>(make_iterator())); }

@@ -8,6 +8,7 @@
 // size cycling, so output batches cross input batch boundaries.
 #include "data/batching.h"
 
+#include <algorithm>
 #include <cstring>
 #include <utility>
 
@@ -151,6 +152,17 @@ std::optional<Element> ElementIterator::next_batch(std::int64_t n, std::vector<E
 
 namespace {
 
+std::int64_t batched_cardinality(std::int64_t n, std::int64_t batch_size, bool drop_remainder) {
+  if (n < 0) return n;
+  return drop_remainder ? n / batch_size : (n + batch_size - 1) / batch_size;
+}
+
+// `spec` with a leading dimension of `dim` on every component.
+ElementSpec with_batch_dim(ElementSpec spec, std::int64_t dim) {
+  for (TensorSpec& c : spec.components) c.shape.insert(c.shape.begin(), dim);
+  return spec;
+}
+
 class BatchNode final : public UnaryNode {
  public:
   std::shared_ptr<const DatasetNode> with_input(Dataset input) const override {
@@ -184,10 +196,9 @@ class BatchNode final : public UnaryNode {
     return std::make_unique<It>(iterate(input_), batch_size_, drop_remainder_);
   }
   std::optional<std::int64_t> static_batch_size() const override { return batch_size_; }
-  std::int64_t cardinality() const override {
-    const std::int64_t n = input_cardinality();
-    if (n < 0) return n;
-    return drop_remainder_ ? n / batch_size_ : (n + batch_size_ - 1) / batch_size_;
+  std::int64_t cardinality() const override { return batched_cardinality(input_cardinality(), batch_size_, drop_remainder_); }
+  std::optional<ElementSpec> static_element_spec() const override {
+    return with_batch_dim(input_.element_spec(), drop_remainder_ ? batch_size_ : -1);
   }
   std::string describe() const override {
     return "Batch(" + std::to_string(batch_size_) + (drop_remainder_ ? ", drop_remainder" : "") + ") <- " +
@@ -196,6 +207,185 @@ class BatchNode final : public UnaryNode {
 
  private:
   std::int64_t batch_size_;
+  bool drop_remainder_;
+};
+
+// Copies the row-major array `src` of shape `from` into the corner of the
+// row-major array `dst` of shape `to` (to[d] >= from[d]).
+void copy_into_corner(const std::byte* src, const Shape& from, std::byte* dst, const Shape& to, std::size_t d,
+                      std::size_t element_bytes) {
+  if (d == from.size()) {
+    std::memcpy(dst, src, element_bytes);
+    return;
+  }
+  std::size_t src_stride = element_bytes, dst_stride = element_bytes;
+  for (std::size_t k = d + 1; k < from.size(); ++k) {
+    src_stride *= static_cast<std::size_t>(from[k]);
+    dst_stride *= static_cast<std::size_t>(to[k]);
+  }
+  if (d + 1 == from.size()) {
+    if (from[d] > 0) std::memcpy(dst, src, static_cast<std::size_t>(from[d]) * element_bytes);
+    return;
+  }
+  for (std::int64_t i = 0; i < from[d]; ++i) {
+    copy_into_corner(src + static_cast<std::size_t>(i) * src_stride, from, dst + static_cast<std::size_t>(i) * dst_stride,
+                     to, d + 1, element_bytes);
+  }
+}
+
+// A new tensor of `dtype` and `shape` filled with `value`; *data: its buffer.
+Tensor filled(DType dtype, Shape shape, double value, void** buffer) {
+  void*& data = *buffer;
+  Tensor t = allocate_tensor(dtype, std::move(shape), &data);
+  const auto n = static_cast<std::size_t>(t.num_elements());
+  switch (dtype) {
+    case DType::kFloat32: std::fill_n(static_cast<float*>(data), n, static_cast<float>(value)); break;
+    case DType::kFloat64: std::fill_n(static_cast<double*>(data), n, value); break;
+    case DType::kInt32: std::fill_n(static_cast<std::int32_t*>(data), n, static_cast<std::int32_t>(value)); break;
+    case DType::kInt64: std::fill_n(static_cast<std::int64_t*>(data), n, static_cast<std::int64_t>(value)); break;
+  }
+  return t;
+}
+
+using PaddedShapes = std::vector<std::vector<std::int64_t>>;
+
+// TF's padded_batch of `rows` (consecutive input elements, the first one at
+// `first_index` of the stream).
+Element pad_and_stack(const std::vector<Element>& rows, std::int64_t first_index, const PaddedShapes& padded_shapes,
+                      const std::vector<double>& padding_values) {
+  const char* op = "Dataset::padded_batch";
+  const Element& first = rows.front();
+  if (!padded_shapes.empty() && padded_shapes.size() != first.size()) {
+    throw InvalidArgumentError(std::string(op) + ": expected " + std::to_string(first.size()) +
+                               " padded shape(s), one per component, got " + std::to_string(padded_shapes.size()));
+  }
+  if (!padding_values.empty() && padding_values.size() != first.size()) {
+    throw InvalidArgumentError(std::string(op) + ": expected " + std::to_string(first.size()) +
+                               " padding value(s), one per component, got " + std::to_string(padding_values.size()));
+  }
+  std::vector<Tensor> out;
+  out.reserve(first.size());
+  for (std::size_t c = 0; c < first.size(); ++c) {
+    const std::string component = first.size() > 1 ? " (component " + std::to_string(c) + ")" : std::string();
+    Shape target = first[c].shape();
+    for (std::size_t i = 0; i < rows.size(); ++i) {
+      const Element& e = rows[i];
+      const std::string index = std::to_string(first_index + static_cast<std::int64_t>(i));
+      if (e.is_tuple() != first.is_tuple() || e.size() != first.size()) {
+        throw InvalidArgumentError(std::string(op) + ": expected elements of the same structure, got element " +
+                                   std::to_string(first_index) + " with " + std::to_string(first.size()) +
+                                   " component(s) and element " + index + " with " + std::to_string(e.size()));
+      }
+      if (e[c].dtype() != first[c].dtype() || e[c].rank() != first[c].rank()) {
+        throw InvalidArgumentError(std::string(op) + ": expected elements of the same dtype and rank, got element " +
+                                   std::to_string(first_index) + " with " + describe(first[c]) + " and element " +
+                                   index + " with " + describe(e[c]) + component);
+      }
+      for (std::size_t d = 0; d < target.size(); ++d) target[d] = std::max(target[d], e[c].shape()[d]);
+    }
+    if (!padded_shapes.empty()) {
+      const std::vector<std::int64_t>& want = padded_shapes[c];
+      if (want.size() != target.size()) {
+        throw InvalidArgumentError(std::string(op) + ": expected a padded shape of rank " +
+                                   std::to_string(target.size()) + " for elements " + describe(first[c]) +
+                                   ", got " + shape_string(Shape(want)) + component);
+      }
+      for (std::size_t d = 0; d < want.size(); ++d) {
+        if (want[d] < 0) continue;
+        if (want[d] < target[d]) {
+          throw InvalidArgumentError(std::string(op) + ": an element of the batch starting at element " +
+                                     std::to_string(first_index) + " has size " + std::to_string(target[d]) +
+                                     " in dimension " + std::to_string(d) + ", more than the padded shape " +
+                                     shape_string(Shape(want)) + " allows" + component);
+        }
+        target[d] = want[d];
+      }
+    }
+    Shape batch_shape = target;
+    batch_shape.insert(batch_shape.begin(), static_cast<std::int64_t>(rows.size()));
+    void* data = nullptr;
+    Tensor batch =
+        filled(first[c].dtype(), std::move(batch_shape), padding_values.empty() ? 0.0 : padding_values[c], &data);
+    const std::size_t element_bytes = dtype_size(first[c].dtype());
+    std::size_t row_bytes = element_bytes;
+    for (std::int64_t dim : target) row_bytes *= static_cast<std::size_t>(dim);
+    auto* dst = static_cast<std::byte*>(data);
+    for (std::size_t i = 0; i < rows.size(); ++i) {
+      const Tensor& t = rows[i][c];
+      if (t.num_elements() == 0) continue;
+      copy_into_corner(t.bytes().data(), t.shape(), dst + i * row_bytes, target, 0, element_bytes);
+    }
+    out.push_back(std::move(batch));
+  }
+  return first.with_components(std::move(out));
+}
+
+class PaddedBatchNode final : public UnaryNode {
+ public:
+  std::shared_ptr<const DatasetNode> with_input(Dataset input) const override {
+    return copy_with_input<PaddedBatchNode>(std::move(input));
+  }
+  PaddedBatchNode(Dataset input, std::int64_t batch_size, PaddedShapes padded_shapes,
+                  std::vector<double> padding_values, bool drop_remainder)
+      : UnaryNode(std::move(input)),
+        batch_size_(batch_size),
+        padded_shapes_(std::move(padded_shapes)),
+        padding_values_(std::move(padding_values)),
+        drop_remainder_(drop_remainder) {}
+  std::optional<int> static_min_rank() const override {
+    const std::optional<int> rank = input_.node()->static_min_rank();
+    return rank.has_value() ? std::optional<int>(*rank + 1) : std::nullopt;
+  }
+  std::unique_ptr<ElementIterator> make_iterator() const override {
+    class It final : public ElementIterator {
+     public:
+      It(std::unique_ptr<ElementIterator> input, const PaddedBatchNode& node) : input_(std::move(input)), node_(node) {}
+      std::optional<Element> next() override {
+        // Rows gathered so far stay in rows_ when the input throws.
+        while (static_cast<std::int64_t>(rows_.size()) < node_.batch_size_) {
+          std::optional<Element> e = input_->next();
+          if (!e.has_value()) break;
+          rows_.push_back(std::move(*e));
+        }
+        std::vector<Element> rows = std::move(rows_);
+        rows_.clear();
+        if (rows.empty()) return std::nullopt;
+        const std::int64_t first = consumed_;
+        consumed_ += static_cast<std::int64_t>(rows.size());
+        if (node_.drop_remainder_ && static_cast<std::int64_t>(rows.size()) < node_.batch_size_) return std::nullopt;
+        return pad_and_stack(rows, first, node_.padded_shapes_, node_.padding_values_);
+      }
+
+     private:
+      std::unique_ptr<ElementIterator> input_;
+      const PaddedBatchNode node_;  // a copy: the iterator may outlive the dataset
+      std::vector<Element> rows_;
+      std::int64_t consumed_ = 0;
+    };
+    return std::make_unique<It>(iterate(input_), *this);
+  }
+  std::optional<std::int64_t> static_batch_size() const override { return batch_size_; }
+  std::int64_t cardinality() const override { return batched_cardinality(input_cardinality(), batch_size_, drop_remainder_); }
+  std::optional<ElementSpec> static_element_spec() const override {
+    ElementSpec spec = input_.element_spec();
+    for (std::size_t c = 0; c < spec.components.size(); ++c) {
+      std::vector<std::int64_t>& shape = spec.components[c].shape;
+      if (c < padded_shapes_.size() && padded_shapes_[c].size() == shape.size()) shape = padded_shapes_[c];
+      for (std::int64_t& d : shape) d = std::max<std::int64_t>(d, -1);
+    }
+    return with_batch_dim(std::move(spec), drop_remainder_ ? batch_size_ : -1);
+  }
+  std::string describe() const override {
+    std::string s = "PaddedBatch(" + std::to_string(batch_size_);
+    for (const auto& shape : padded_shapes_) s += ", " + shape_string(Shape(shape));
+    for (double v : padding_values_) s += ", pad=" + std::to_string(v);
+    return s + (drop_remainder_ ? ", drop_remainder" : "") + ") <- " + input_.describe();
+  }
+
+ private:
+  std::int64_t batch_size_;
+  PaddedShapes padded_shapes_;
+  std::vector<double> padding_values_;
   bool drop_remainder_;
 };
 
@@ -235,6 +425,13 @@ class UnbatchNode final : public UnaryNode {
   }
   std::string describe() const override { return "Unbatch <- " + input_.describe(); }
   std::optional<std::int64_t> static_batch_size() const override { return std::nullopt; }
+  std::optional<ElementSpec> static_element_spec() const override {
+    ElementSpec spec = input_.element_spec();
+    for (TensorSpec& c : spec.components) {
+      if (!c.shape.empty()) c.shape.erase(c.shape.begin());
+    }
+    return spec;
+  }
 };
 
 class RebatchNode final : public UnaryNode {
@@ -315,6 +512,19 @@ class RebatchNode final : public UnaryNode {
     if (sizes_.size() == 1) return sizes_[0];
     return std::nullopt;
   }
+  // Every output batch has `size` rows when all sizes are that one and
+  // either the remainder is dropped or the input's batches are a fixed
+  // multiple of it; else the leading dimension is unknown.
+  std::optional<ElementSpec> static_element_spec() const override {
+    ElementSpec spec = input_.element_spec();
+    const bool same = std::all_of(sizes_.begin(), sizes_.end(), [&](std::int64_t v) { return v == sizes_[0]; });
+    for (TensorSpec& c : spec.components) {
+      if (c.shape.empty()) continue;
+      const std::int64_t in = c.shape[0];
+      c.shape[0] = same && sizes_[0] > 0 && (drop_remainder_ || (in > 0 && in % sizes_[0] == 0)) ? sizes_[0] : -1;
+    }
+    return spec;
+  }
   std::string describe() const override {
     std::string s = "Rebatch([";
     for (std::size_t i = 0; i < sizes_.size(); ++i) s += (i > 0 ? ", " : "") + std::to_string(sizes_[i]);
@@ -334,6 +544,23 @@ Dataset Dataset::batch(std::int64_t batch_size, bool drop_remainder) const {
     throw InvalidArgumentError("Dataset::batch: expected a batch size > 0, got " + std::to_string(batch_size));
   }
   return Dataset(std::make_shared<internal::BatchNode>(*this, batch_size, drop_remainder));
+}
+
+Dataset Dataset::padded_batch(std::int64_t batch_size, std::vector<std::vector<std::int64_t>> padded_shapes,
+                              std::vector<double> padding_values, bool drop_remainder) const {
+  if (batch_size <= 0) {
+    throw InvalidArgumentError("Dataset::padded_batch: expected a batch size > 0, got " + std::to_string(batch_size));
+  }
+  for (const auto& shape : padded_shapes) {
+    for (std::int64_t d : shape) {
+      if (d < -1) {
+        throw InvalidArgumentError("Dataset::padded_batch: expected padded dimensions >= 0 (or -1: the batch's "
+                                   "largest), got " + shape_string(Shape(shape)));
+      }
+    }
+  }
+  return Dataset(std::make_shared<internal::PaddedBatchNode>(*this, batch_size, std::move(padded_shapes),
+                                                             std::move(padding_values), drop_remainder));
 }
 
 Dataset Dataset::unbatch() const { return Dataset(std::make_shared<internal::UnbatchNode>(*this)); }

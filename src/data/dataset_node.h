@@ -3,6 +3,7 @@
 #pragma once
 
 #include <atomic>
+#include <functional>
 #include <cstdint>
 #include <memory>
 #include <optional>
@@ -72,11 +73,24 @@ class DatasetNode {
   virtual std::string describe() const = 0;
   // Dataset::cardinality() (kUnknownCardinality unless the node knows).
   virtual std::int64_t cardinality() const { return Dataset::kUnknownCardinality; }
+  // Dataset::element_spec() when the node knows it without iterating;
+  // nullopt: read it from the node's first element.
+  virtual std::optional<ElementSpec> static_element_spec() const { return std::nullopt; }
+  // Dataset::options(): the options of every input merged (with_options
+  // nodes add theirs).
+  virtual Options options() const;
 
   // The pipeline as a chain, for rewrites (file sharding): the dataset this
   // node reads (nullptr for a source), and this node reading another one.
   virtual const Dataset* input() const { return nullptr; }
   virtual std::shared_ptr<const DatasetNode> with_input(Dataset input) const;
+  // Every dataset the node reads (several for zip): what checkpoints and
+  // private copies walk. By default input(), if any. File sharding follows
+  // input() only: a node with several inputs has no file source under it.
+  virtual std::vector<const Dataset*> inputs() const;
+  // The node reading `inputs` instead (as many as inputs()); by default
+  // with_input(inputs[0]).
+  virtual std::shared_ptr<const DatasetNode> with_inputs(std::vector<Dataset> inputs) const;
   // A source that reads a list of files: how many, and the same source over
   // the files i with i % num_shards == index. 0 / nullptr for other nodes.
   virtual std::size_t num_files() const { return 0; }
@@ -98,6 +112,7 @@ class UnaryNode : public DatasetNode {
   explicit UnaryNode(Dataset input) : input_(std::move(input)) {}
   std::optional<std::int64_t> static_batch_size() const override { return input_.static_batch_size(); }
   std::optional<int> static_min_rank() const override { return input_.node()->static_min_rank(); }
+  std::optional<ElementSpec> static_element_spec() const override { return input_.element_spec(); }
   const Dataset* input() const override { return &input_; }
 
  protected:
@@ -122,6 +137,18 @@ const DatasetNode* find_file_source(const Dataset& dataset);
 // i % num_shards == index (every transformation above it kept); requires
 // find_file_source(dataset).
 Dataset shard_by_files(const Dataset& dataset, int num_shards, int index);
+
+// The same pipeline made of new nodes (sources shared: they hold no
+// iteration state): its shuffles count their iterations, and its caches
+// fill, apart from the original's.
+Dataset private_copy(const Dataset& pipeline);
+
+// The exact spec of one element.
+ElementSpec spec_of(const Element& element);
+
+// Calls f(node) for every node of the pipeline, depth first from the last
+// transformation (every input of a node with several).
+void for_each_node(const Dataset& pipeline, const std::function<void(const DatasetNode&)>& f);
 
 // A fresh iterator over `dataset`.
 inline std::unique_ptr<ElementIterator> iterate(const Dataset& dataset) { return dataset.node()->make_iterator(); }

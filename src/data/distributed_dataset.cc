@@ -107,6 +107,15 @@ class SplitNode final : public UnaryNode {
     return std::make_unique<It>(iterate(input_), pieces_);
   }
   std::string describe() const override { return "Split(" + std::to_string(pieces_) + ") <- " + input_.describe(); }
+  // Pieces of ceil(B/N) rows: fixed only when B is fixed and N divides it.
+  std::optional<ElementSpec> static_element_spec() const override {
+    ElementSpec spec = input_.element_spec();
+    for (TensorSpec& c : spec.components) {
+      if (c.shape.empty()) continue;
+      c.shape[0] = c.shape[0] > 0 && c.shape[0] % pieces_ == 0 ? c.shape[0] / pieces_ : -1;
+    }
+    return spec;
+  }
   std::int64_t cardinality() const override {
     const std::int64_t n = input_cardinality();
     return n < 0 ? n : n * pieces_;
@@ -271,6 +280,8 @@ DistributedDataset::DistributedDataset(Dataset per_replica, int num_replicas, In
   }
 }
 
+ElementSpec DistributedDataset::element_spec() const { return per_replica_.element_spec(); }
+
 DistributedIterator DistributedDataset::make_iterator() const {
   std::vector<std::uint64_t> shuffle_iterations = internal::IteratorAccess::shuffle_iterations(per_replica_);
   DistributedIterator it(
@@ -326,8 +337,13 @@ DistributedDataset Strategy::distribute_across_workers(const Dataset& dataset, c
   const auto by_files = [&] {
     return rebatch_for_worker(internal::shard_by_files(dataset, num_workers(), worker_index()));
   };
+  // InputOptions' policy for this call, else the dataset's own (with_options).
+  const AutoShardPolicy policy =
+      options.auto_shard_policy != AutoShardPolicy::AUTO
+          ? options.auto_shard_policy
+          : dataset.options().experimental_distribute.auto_shard_policy.value_or(AutoShardPolicy::AUTO);
   const Dataset per_worker = [&] {
-    switch (options.auto_shard_policy) {
+    switch (policy) {
       case AutoShardPolicy::AUTO:
         // FILE when the dataset reads at least one file per worker, else DATA.
         if (files != nullptr && files->num_files() >= static_cast<std::size_t>(num_workers())) return by_files();
@@ -409,15 +425,6 @@ std::uint64_t fnv1a(const std::string& text) {
   return h;
 }
 
-template <class F>
-void for_each_node(const Dataset& pipeline, F&& f) {
-  for (const DatasetNode* node = pipeline.node().get(); node != nullptr;) {
-    f(*node);
-    const Dataset* input = node->input();
-    node = input == nullptr ? nullptr : input->node().get();
-  }
-}
-
 // The iteration counters of the pipeline's reshuffling shuffles.
 std::vector<std::atomic<std::uint64_t>*> counters_of(const Dataset& pipeline) {
   std::vector<std::atomic<std::uint64_t>*> counters;
@@ -469,20 +476,6 @@ void IteratorAccess::check_replayable(const DistributedIterator& iterator, const
     }
   });
 }
-
-namespace {
-
-// The same pipeline made of new nodes (sources shared: they hold no
-// iteration state): its shuffles count their iterations apart from the
-// original's, which other iterators, or the iterator being replaced and its
-// prefetch threads, may be advancing meanwhile.
-Dataset private_copy(const Dataset& pipeline) {
-  const Dataset* input = pipeline.node()->input();
-  if (input == nullptr) return pipeline;
-  return Dataset(pipeline.node()->with_input(private_copy(*input)));
-}
-
-}  // namespace
 
 std::uint64_t IteratorAccess::fingerprint(const DistributedIterator& iterator) {
   return fnv1a(describe(iterator));

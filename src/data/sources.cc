@@ -63,6 +63,14 @@ class TensorSlicesNode final : public DatasetNode {
   }
   std::string describe() const override { return "TensorSlices"; }
   std::int64_t cardinality() const override { return components_[0].dim(0); }
+  std::optional<ElementSpec> static_element_spec() const override {
+    ElementSpec spec{{}, is_tuple_};
+    for (const Tensor& c : components_) {
+      const std::vector<std::int64_t> dims = c.shape();
+      spec.components.push_back({c.dtype(), {dims.begin() + 1, dims.end()}});
+    }
+    return spec;
+  }
 
  private:
   std::vector<Tensor> components_;
@@ -137,6 +145,7 @@ class TensorsNode final : public DatasetNode {
   }
   std::string describe() const override { return "Tensors"; }
   std::int64_t cardinality() const override { return 1; }
+  std::optional<ElementSpec> static_element_spec() const override { return spec_of(element_); }
 
  private:
   Element element_;
@@ -170,6 +179,9 @@ class RangeNode final : public DatasetNode {
     const std::int64_t span = step_ > 0 ? stop_ - start_ : start_ - stop_;
     const std::int64_t stride = step_ > 0 ? step_ : -step_;
     return span <= 0 ? 0 : (span + stride - 1) / stride;
+  }
+  std::optional<ElementSpec> static_element_spec() const override {
+    return ElementSpec{{TensorSpec{DType::kInt64, {}}}, false};
   }
 
  private:
@@ -206,28 +218,6 @@ class GeneratorNode final : public DatasetNode {
 };
 
 }  // namespace
-
-std::shared_ptr<const DatasetNode> DatasetNode::with_input(Dataset /*input*/) const {
-  throw InternalError("DatasetNode::with_input on a node without an input: " + describe());
-}
-
-std::shared_ptr<const DatasetNode> DatasetNode::shard_files(int /*num_shards*/, int /*index*/) const {
-  throw InternalError("DatasetNode::shard_files on a node that reads no files: " + describe());
-}
-
-const DatasetNode* find_file_source(const Dataset& dataset) {
-  for (const DatasetNode* node = dataset.node().get(); node != nullptr;
-       node = node->input() != nullptr ? node->input()->node().get() : nullptr) {
-    if (node->num_files() > 0) return node;
-  }
-  return nullptr;
-}
-
-Dataset shard_by_files(const Dataset& dataset, int num_shards, int index) {
-  const DatasetNode& node = *dataset.node();
-  if (node.num_files() > 0) return Dataset(node.shard_files(num_shards, index));
-  return Dataset(node.with_input(shard_by_files(*node.input(), num_shards, index)));
-}
 
 }  // namespace internal
 
@@ -280,9 +270,6 @@ Dataset Dataset::from_generator(std::function<Generator()> make) {
   return Dataset(std::make_shared<internal::GeneratorNode>(std::move(make)));
 }
 
-std::optional<std::int64_t> Dataset::static_batch_size() const { return node_->static_batch_size(); }
-std::string Dataset::describe() const { return node_->describe(); }
-std::int64_t Dataset::cardinality() const { return node_->cardinality(); }
 
 Dataset::Iterator::Iterator(std::unique_ptr<internal::ElementIterator> impl) : impl_(std::move(impl)) {}
 Dataset::Iterator::Iterator(Iterator&&) noexcept = default;

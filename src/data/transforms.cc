@@ -1,5 +1,5 @@
 // Element-wise and order transformations: map, filter, shuffle, repeat,
-// take, skip, shard, prefetch.
+// take, skip, shard, cache, prefetch.
 #include <algorithm>
 #include <atomic>
 #include <condition_variable>
@@ -184,6 +184,7 @@ class MapNode final : public UnaryNode {
   MapNode(Dataset input, MapFn fn, std::size_t parallelism)
       : UnaryNode(std::move(input)), fn_(std::make_shared<const MapFn>(std::move(fn))), parallelism_(parallelism) {}
   std::optional<int> static_min_rank() const override { return std::nullopt; }  // whatever fn returns
+  std::optional<ElementSpec> static_element_spec() const override { return std::nullopt; }
   std::unique_ptr<ElementIterator> make_iterator() const override {
     if (parallelism_ <= 1) return std::make_unique<MapIt>(iterate(input_), fn_);
     return std::make_unique<ParallelMapIt>(iterate(input_), fn_, parallelism_);
@@ -485,6 +486,82 @@ class SelectNode final : public UnaryNode {
   std::int64_t a_, b_;
 };
 
+// cache(): the first iteration to reach the end of the input stores what it
+// produced; iterations made after that read the store.
+class CacheNode final : public UnaryNode {
+ public:
+  explicit CacheNode(Dataset input) : UnaryNode(std::move(input)), cache_(std::make_shared<Cache>()) {}
+  // A new node: an empty cache (a private copy fills its own).
+  std::shared_ptr<const DatasetNode> with_input(Dataset input) const override {
+    return std::make_shared<CacheNode>(std::move(input));
+  }
+  const char* unreplayable() const override {
+    bool reshuffles = false;
+    for_each_node(input_, [&](const DatasetNode& node) { reshuffles = reshuffles || node.iteration_counter() != nullptr; });
+    return reshuffles ? "cache() of a reshuffling shuffle (the cached order is the one of whichever iteration filled "
+                        "the cache; shuffle after cache(), or pass reshuffle_each_iteration=false)"
+                      : nullptr;
+  }
+  std::unique_ptr<ElementIterator> make_iterator() const override {
+    {
+      std::lock_guard<std::mutex> lock(cache_->mutex);
+      if (cache_->complete) return std::make_unique<ReadIt>(cache_);
+    }
+    return std::make_unique<WriteIt>(iterate(input_), cache_);
+  }
+  std::string describe() const override { return "Cache <- " + input_.describe(); }
+  std::int64_t cardinality() const override { return input_cardinality(); }
+
+ private:
+  struct Cache {
+    std::mutex mutex;
+    bool complete = false;           // guarded by mutex; elements is fixed once it is set
+    std::vector<Element> elements;   // written once, under mutex, when complete is set
+  };
+
+  class ReadIt final : public ElementIterator {
+   public:
+    explicit ReadIt(std::shared_ptr<const Cache> cache) : cache_(std::move(cache)) {}
+    std::optional<Element> next() override {
+      if (index_ >= cache_->elements.size()) return std::nullopt;
+      return cache_->elements[index_++];
+    }
+
+   private:
+    std::shared_ptr<const Cache> cache_;
+    std::size_t index_ = 0;
+  };
+
+  class WriteIt final : public ElementIterator {
+   public:
+    WriteIt(std::unique_ptr<ElementIterator> input, std::shared_ptr<Cache> cache)
+        : input_(std::move(input)), cache_(std::move(cache)) {}
+    std::optional<Element> next() override {
+      if (done_) return std::nullopt;
+      std::optional<Element> e = input_->next();
+      if (e.has_value()) {
+        seen_.push_back(*e);
+        return e;
+      }
+      done_ = true;
+      std::lock_guard<std::mutex> lock(cache_->mutex);
+      if (!cache_->complete) {
+        cache_->elements = std::move(seen_);
+        cache_->complete = true;
+      }
+      return std::nullopt;
+    }
+
+   private:
+    std::unique_ptr<ElementIterator> input_;
+    std::shared_ptr<Cache> cache_;
+    std::vector<Element> seen_;
+    bool done_ = false;
+  };
+
+  std::shared_ptr<Cache> cache_;
+};
+
 class PrefetchNode final : public UnaryNode {
  public:
   std::shared_ptr<const DatasetNode> with_input(Dataset input) const override {
@@ -567,6 +644,8 @@ Dataset Dataset::shard(std::int64_t num_shards, std::int64_t index) const {
   }
   return Dataset(std::make_shared<internal::SelectNode>(*this, internal::SelectNode::Kind::kShard, num_shards, index));
 }
+
+Dataset Dataset::cache() const { return Dataset(std::make_shared<internal::CacheNode>(*this)); }
 
 Dataset Dataset::prefetch(std::int64_t buffer_size) const {
   if (buffer_size < kAutotune) {
