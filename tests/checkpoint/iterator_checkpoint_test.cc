@@ -314,3 +314,62 @@ TEST_F(IteratorCheckpointTest, APositionSavedWithAnotherShuffleSeedIsRefused) {
 
 }  // namespace
 }  // namespace distribute
+
+namespace distribute {
+namespace {
+
+// Every branch of a zip counts: its shuffles' iterations are saved and set
+// back (here the second branch's shuffle is at its second iteration when
+// the tracked iterator is made), and the pieces of the other new
+// transformations replay.
+TEST_F(IteratorCheckpointTest, ResumesAZipOfShuffledBranchesAndTheNewTransformations) {
+  const auto pipeline = [] {
+    const Dataset features = Dataset::range(60).map([](const Element& e) -> Element {
+      return Tensor(std::vector<float>{static_cast<float>(e.tensor().item<std::int64_t>())}, Shape{1});
+    });
+    const Dataset noise = Dataset::range(60).shuffle(20, 3).map([](const Element& e) -> Element {
+      return Tensor(std::vector<float>{static_cast<float>(e.tensor().item<std::int64_t>()) / 100.f}, Shape{1});
+    });
+    return Dataset::zip({features.cache(), noise})
+        .interleave([](const Element& e) { return Dataset::from_tensors(e).repeat(2); }, 3, 2)
+        .padded_batch(6)
+        .repeat();
+  };
+  MirroredStrategy strategy(cpus(2));
+  DistributedDataset data = strategy.experimental_distribute_dataset(pipeline());
+  {
+    DistributedIterator warm = data.make_iterator();
+    warm.get_next();
+  }
+  DistributedIterator it = data.make_iterator();
+  for (int i = 0; i < 25; ++i) it.get_next();
+  Checkpoint save;
+  save.track("iterator", it);
+  const std::string path = save.save(dir_);
+  const auto expected = steps_of(it, 30);
+
+  DistributedDataset again = strategy.experimental_distribute_dataset(pipeline());
+  DistributedIterator restored = again.make_iterator();
+  Checkpoint load;
+  load.track("iterator", restored);
+  load.restore(path);
+  EXPECT_EQ(steps_of(restored, 30), expected);
+}
+
+TEST_F(IteratorCheckpointTest, ACacheOfAReshufflingShuffleIsRefused) {
+  MirroredStrategy strategy(cpus(2));
+  Checkpoint ckpt;
+  DistributedIterator frozen =
+      strategy.experimental_distribute_dataset(Dataset::range(40).shuffle(10, 1).cache().batch(4)).make_iterator();
+  EXPECT_THAT(message_of<UnimplementedError>([&] { ckpt.track("a", frozen); }),
+              HasSubstr("cache() of a reshuffling shuffle"));
+  DistributedIterator fine = strategy
+                                 .experimental_distribute_dataset(
+                                     Dataset::range(40).shuffle(10, 1, /*reshuffle_each_iteration=*/false).cache().batch(4))
+                                 .make_iterator();
+  ckpt.track("b", fine);
+  EXPECT_EQ(ckpt.tracked_names(), std::vector<std::string>{"b"});
+}
+
+}  // namespace
+}  // namespace distribute

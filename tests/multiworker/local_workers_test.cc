@@ -147,6 +147,40 @@ TEST(LocalWorkers, DistributedInputShardsOnePipelinePerWorker) {
   EXPECT_EQ(steps[0], steps[1]);
 }
 
+// TF sets the policy on the dataset (Dataset::with_options); an explicit
+// InputOptions policy overrides it for one call.
+TEST(LocalWorkers, TheDatasetsAutoShardOptionDecidesUnlessTheCallSetsOne) {
+  std::mutex mutex;
+  std::map<int, std::vector<std::int64_t>> off, data;
+  Options whole;
+  whole.experimental_distribute.auto_shard_policy = AutoShardPolicy::OFF;
+  const Dataset optioned = Dataset::range(8).batch(4).with_options(whole);
+  expect_all_returned(run_workers(2, 1, [&](int w, MultiWorkerMirroredStrategy& s) {
+    std::vector<std::int64_t> a, b;
+    for (const PerReplica<Element>& step : s.experimental_distribute_dataset(optioned)) {
+      for (std::int64_t v : step[0][0].data<std::int64_t>()) a.push_back(v);
+    }
+    InputOptions by_data;
+    by_data.auto_shard_policy = AutoShardPolicy::DATA;
+    for (const PerReplica<Element>& step : s.experimental_distribute_dataset(optioned, by_data)) {
+      for (std::int64_t v : step[0][0].data<std::int64_t>()) b.push_back(v);
+    }
+    Options file;
+    file.experimental_distribute.auto_shard_policy = AutoShardPolicy::FILE;
+    EXPECT_THAT(message_of<InvalidArgumentError>(
+                    [&] { s.experimental_distribute_dataset(Dataset::range(8).batch(4).with_options(file)); }),
+                HasSubstr("AutoShardPolicy::FILE needs a dataset that reads a list of files"));
+    std::lock_guard<std::mutex> lock(mutex);
+    off[w] = a;
+    data[w] = b;
+  }));
+  // OFF: each worker sees all 8 rows (batches of 4 rows, the worker's
+  // share of a global batch being the whole batch); DATA: half each.
+  for (int w = 0; w < 2; ++w) EXPECT_EQ(off[w], (std::vector<std::int64_t>{0, 1, 2, 3, 4, 5, 6, 7})) << w;
+  EXPECT_EQ(data[0], (std::vector<std::int64_t>{0, 1, 4, 5}));
+  EXPECT_EQ(data[1], (std::vector<std::int64_t>{2, 3, 6, 7}));
+}
+
 TEST(LocalWorkers, VariablesStartFromTheChiefAndDifferentVariablesAreNamed) {
   expect_all_returned(run_workers(2, 1, [](int w, MultiWorkerMirroredStrategy& s) {
     StrategyScope scope = s.scope();
