@@ -451,6 +451,24 @@ dist::InputOptions input_options(int buffer_size, const std::string& policy) {
   return options;
 }
 
+std::string policy_name(dist::AutoShardPolicy policy) {
+  switch (policy) {
+    case dist::AutoShardPolicy::AUTO: return "AUTO";
+    case dist::AutoShardPolicy::FILE: return "FILE";
+    case dist::AutoShardPolicy::DATA: return "DATA";
+    case dist::AutoShardPolicy::OFF: return "OFF";
+  }
+  return "AUTO";
+}
+
+py::tuple spec_list(const dist::ElementSpec& spec) {
+  py::list components;
+  for (const dist::TensorSpec& c : spec.components) {
+    components.append(py::make_tuple(std::string(dist::dtype_name(c.dtype)), py::tuple(py::cast(c.shape))));
+  }
+  return py::make_tuple(components, spec.is_tuple);
+}
+
 dist::Element element_of(std::vector<dist::Tensor> components, bool is_tuple) {
   if (!is_tuple && components.size() == 1) return dist::Element(std::move(components[0]));
   return dist::Element(std::move(components));
@@ -628,6 +646,43 @@ PYBIND11_MODULE(_core, m) {
                return with_gil([&] { return py::cast<bool>((*f)(e.components())); });
              });
            })
+      .def_static("zip", &dist::Dataset::zip)
+      .def("enumerate", &dist::Dataset::enumerate)
+      .def("padded_batch", &dist::Dataset::padded_batch)
+      .def("cache", &dist::Dataset::cache)
+      // fn(components) -> a core Dataset; runs on the pipeline's threads
+      // under the GIL.
+      .def("flat_map",
+           [](const dist::Dataset& d, py::function fn) {
+             auto f = keep(new py::function(std::move(fn)));
+             return d.flat_map([f](const dist::Element& e) {
+               return with_gil([&] { return (*f)(e.components()).cast<dist::Dataset>(); });
+             });
+           })
+      .def("interleave",
+           [](const dist::Dataset& d, py::function fn, std::int64_t cycle, std::int64_t block, std::int64_t parallel) {
+             auto f = keep(new py::function(std::move(fn)));
+             return d.interleave(
+                 [f](const dist::Element& e) {
+                   return with_gil([&] { return (*f)(e.components()).cast<dist::Dataset>(); });
+                 },
+                 cycle, block, parallel);
+           })
+      // The auto-shard policy's name, or None to set nothing.
+      .def("with_options",
+           [](const dist::Dataset& d, std::optional<std::string> policy) {
+             dist::Options options;
+             if (policy.has_value()) options.experimental_distribute.auto_shard_policy = input_options(1, *policy).auto_shard_policy;
+             return d.with_options(options);
+           })
+      .def("auto_shard_policy",
+           [](const dist::Dataset& d) -> std::optional<std::string> {
+             const auto p = d.options().experimental_distribute.auto_shard_policy;
+             if (!p.has_value()) return std::nullopt;
+             return policy_name(*p);
+           })
+      // ([(dtype name, shape with -1 for unknown)], is_tuple)
+      .def("element_spec", [](const dist::Dataset& d) { return spec_list(d.element_spec()); })
       .def("make_iterator", [](const dist::Dataset& d) {
         return std::make_unique<Closable<dist::Dataset::Iterator>>(d.make_iterator());
       });
@@ -656,6 +711,7 @@ PYBIND11_MODULE(_core, m) {
 
   py::class_<dist::DistributedDataset>(m, "DistributedDataset")
       .def_property_readonly("num_replicas_in_sync", &dist::DistributedDataset::num_replicas_in_sync)
+      .def("element_spec", [](const dist::DistributedDataset& d) { return spec_list(d.element_spec()); })
       .def("make_iterator", [](const dist::DistributedDataset& d) {
         return std::make_unique<Closable<dist::DistributedIterator>>(d.make_iterator());
       });

@@ -470,6 +470,15 @@ class DistributedDataset:
   def num_replicas_in_sync(self):
     return self._strategy.num_replicas_in_sync
 
+  @property
+  def element_spec(self):
+    """TF's element_spec of a distributed dataset: for several local
+    replicas, a PerReplicaSpec per component holding one replica's spec
+    (its leading dimension per replica: None unless every replica's batch
+    has a fixed size)."""
+    from .data import _specs
+    return _specs(self._core.element_spec(), self._structure.template, self._strategy._core.num_local_replicas)
+
 
 class DistributedIterator:
   def __init__(self, strategy, core, structure):

@@ -259,9 +259,10 @@ Element pad_and_stack(const std::vector<Element>& rows, std::int64_t first_index
     throw InvalidArgumentError(std::string(op) + ": expected " + std::to_string(first.size()) +
                                " padded shape(s), one per component, got " + std::to_string(padded_shapes.size()));
   }
-  if (!padding_values.empty() && padding_values.size() != first.size()) {
+  if (padding_values.size() > 1 && padding_values.size() != first.size()) {
     throw InvalidArgumentError(std::string(op) + ": expected " + std::to_string(first.size()) +
-                               " padding value(s), one per component, got " + std::to_string(padding_values.size()));
+                               " padding value(s), one per component (or one for all), got " +
+                               std::to_string(padding_values.size()));
   }
   std::vector<Tensor> out;
   out.reserve(first.size());
@@ -305,7 +306,8 @@ Element pad_and_stack(const std::vector<Element>& rows, std::int64_t first_index
     batch_shape.insert(batch_shape.begin(), static_cast<std::int64_t>(rows.size()));
     void* data = nullptr;
     Tensor batch =
-        filled(first[c].dtype(), std::move(batch_shape), padding_values.empty() ? 0.0 : padding_values[c], &data);
+        filled(first[c].dtype(), std::move(batch_shape),
+               padding_values.empty() ? 0.0 : padding_values[std::min(c, padding_values.size() - 1)], &data);
     const std::size_t element_bytes = dtype_size(first[c].dtype());
     std::size_t row_bytes = element_bytes;
     for (std::int64_t dim : target) row_bytes *= static_cast<std::size_t>(dim);

@@ -70,7 +70,9 @@ distribute = _types.SimpleNamespace(
 )
 data = _types.SimpleNamespace(Dataset=_dist.data.Dataset, AUTOTUNE=_dist.data.AUTOTUNE,
                               INFINITE_CARDINALITY=_dist.data.INFINITE_CARDINALITY,
-                              UNKNOWN_CARDINALITY=_dist.data.UNKNOWN_CARDINALITY)
+                              UNKNOWN_CARDINALITY=_dist.data.UNKNOWN_CARDINALITY, Options=_dist.data.Options,
+                              experimental=_dist.data.experimental)
+TensorSpec = _dist.data.TensorSpec
 errors = _dist.errors
 Variable = _dist.Variable
 VariableAggregation = _dist.VariableAggregation
