@@ -51,6 +51,7 @@
 #pragma once
 
 #include <cstdint>
+#include <functional>
 #include <optional>
 #include <string>
 #include <utility>
@@ -72,6 +73,16 @@ struct CheckpointOptions {
   // Default: 5, as TF's CheckpointManager examples use.
   std::optional<int> max_to_keep = 5;
 };
+
+struct RestoreOptions {
+  // TF's restore(...).expect_partial(): entries of the file that this
+  // Checkpoint does not track are left out instead of refused. Every
+  // tracked name must still be in the file, and every check still runs
+  // before anything changes.
+  bool expect_partial = false;
+};
+
+class CheckpointManager;
 
 class Checkpoint {
  public:
@@ -131,6 +142,11 @@ class Checkpoint {
   // and the system's reason; nothing is left behind.
   std::string save(const std::string& directory);
 
+  // Writes a checkpoint to exactly `path` (TF's Checkpoint.write): no
+  // numbering and no deletion of older files; the directory must exist.
+  // Atomic and multi-worker as save(); returns `path`.
+  std::string write(const std::string& path);
+
   // Restores every tracked value from the file at `path`. Raises, changing
   // nothing:
   //   NotFoundError: the file cannot be opened, or it lacks a tracked name;
@@ -142,15 +158,26 @@ class Checkpoint {
   //   InvalidArgumentError: names in the file that are not tracked, an
   //     entry whose dtype or shape differs from the tracked value's (both
   //     named), or a value beyond the range of a tracked int32_t (naming
-  //     the entry, the value and the range).
-  void restore(const std::string& path);
+  //     the entry, the value and the range). With expect_partial, names
+  //     in the file that are not tracked are left out.
+  void restore(const std::string& path, const RestoreOptions& options = {});
 
  private:
   struct Entry {
     std::string name;
     std::variant<Variable, std::int64_t*, std::uint64_t*, std::int32_t*, Tensor*, DistributedIterator*> target;
   };
+  friend class CheckpointManager;
   void add(Entry entry);
+  // What save(), write() and CheckpointManager::save share: every worker
+  // reads the tracked values; the chief (creating `directory` if told)
+  // writes them atomically as `directory`/file_name(), then calls
+  // after_commit(path) (which may throw: the new file is then removed and
+  // the save fails); every worker returns the path or raises the chief's
+  // error. `method` names the call in errors.
+  std::string commit(const std::string& directory, const char* method, bool create_directory,
+                     const std::function<std::string()>& file_name,
+                     const std::function<void(const std::string&)>& after_commit);
   // The tracked distributed variables' strategy, else get_strategy();
   // raises inside a replica function.
   Strategy& strategy_for(const char* method) const;

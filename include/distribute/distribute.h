@@ -2,6 +2,7 @@
 #pragma once
 
 #include "distribute/checkpoint.h"
+#include "distribute/checkpoint_manager.h"
 #include "distribute/cluster_resolver.h"
 #include "distribute/dataset.h"
 #include "distribute/device.h"

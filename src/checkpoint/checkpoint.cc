@@ -12,6 +12,7 @@
 #include <charconv>
 #include <cstring>
 #include <exception>
+#include <functional>
 #include <filesystem>
 #include <limits>
 #include <map>
@@ -22,6 +23,7 @@
 #include <numeric>
 #include <variant>
 
+#include "checkpoint/checkpoint_files.h"
 #include "checkpoint/crc32c.h"
 #include "data/iterator_state.h"
 #include "core/describe.h"
@@ -33,6 +35,14 @@
 
 namespace distribute {
 
+using internal::checkpoint_file_name;
+using internal::checkpoint_numbers;
+using internal::join;
+using internal::quote_name;
+using internal::read_file;
+using internal::throw_io_error;
+using internal::write_atomically;
+
 // Tensor data is written as the host lays it out; the format says
 // little-endian.
 static_assert(std::endian::native == std::endian::little, "the checkpoint format stores little-endian data");
@@ -41,13 +51,14 @@ namespace {
 
 namespace fs = std::filesystem;
 
+// save()'s files: ckpt-<N>.dckpt.
+constexpr const char* kName = "ckpt";
+
 // ---- Format constants (docs/checkpoint_format.md) ----
 constexpr char kMagic[8] = {'D', 'I', 'S', 'T', 'C', 'K', 'P', 'T'};
 constexpr std::size_t kHeaderSize = 28;           // magic, version, count, file length, header CRC
 constexpr std::size_t kHeaderCrcOffset = 24;      // the CRC covers bytes [0, 24)
 constexpr std::size_t kMaxNameLength = 1u << 16;  // a sanity bound for reading
-constexpr const char* kPrefix = "ckpt-";
-constexpr const char* kSuffix = ".dckpt";
 
 // Format dtype codes, fixed by the format (not by the DType enum's order).
 std::uint32_t dtype_code(DType dtype) {
@@ -76,24 +87,6 @@ std::optional<DType> dtype_from_code(std::uint32_t code) {
     default:
       return std::nullopt;
   }
-}
-
-std::string quote_name(const std::string& s) {
-  // Names read from a damaged file may hold anything: show bytes outside
-  // printable ASCII as \xNN.
-  std::string out = "'";
-  for (const char c : s) {
-    const auto u = static_cast<unsigned char>(c);
-    if (u >= 0x20 && u < 0x7F) {
-      out += c;
-    } else {
-      static constexpr char kHex[] = "0123456789abcdef";
-      out += "\\x";
-      out += kHex[u >> 4];
-      out += kHex[u & 0xF];
-    }
-  }
-  return out + "'";
 }
 
 std::string hex32(std::uint32_t v) {
@@ -304,132 +297,6 @@ std::vector<NamedTensor> decode(std::span<const std::byte> file, const std::stri
   return entries;
 }
 
-// ---- Files ----
-[[noreturn]] void throw_io_error(const std::string& what, const std::string& path, int err) {
-  const std::string message = what + " " + quote_name(path) + ": " + std::generic_category().message(err);
-  switch (err) {
-    case ENOENT:
-      throw NotFoundError(message);
-    case ENOTDIR:
-    case EISDIR:
-    case EACCES:
-    case EPERM:
-    case EROFS:
-      throw FailedPreconditionError(message);
-    default:
-      throw UnavailableError(message);
-  }
-}
-
-std::string join(const std::string& directory, const std::string& file) {
-  return (fs::path(directory) / file).string();
-}
-
-std::string checkpoint_file_name(std::uint64_t number) { return kPrefix + std::to_string(number) + kSuffix; }
-
-// The numbers N of the ckpt-N.dckpt files in `directory`, ascending (none if
-// it cannot be listed).
-std::vector<std::uint64_t> checkpoint_numbers(const std::string& directory, std::error_code& ec) {
-  std::vector<std::uint64_t> numbers;
-  const std::string prefix = kPrefix;
-  const std::string suffix = kSuffix;
-  for (fs::directory_iterator it(directory, ec), end; !ec && it != end; it.increment(ec)) {
-    const std::string name = it->path().filename().string();
-    if (name.size() <= prefix.size() + suffix.size() || name.compare(0, prefix.size(), prefix) != 0 ||
-        name.compare(name.size() - suffix.size(), suffix.size(), suffix) != 0) {
-      continue;
-    }
-    const char* first = name.data() + prefix.size();
-    const char* last = name.data() + name.size() - suffix.size();
-    std::uint64_t n = 0;
-    const auto r = std::from_chars(first, last, n);
-    // Digits only, and the canonical spelling (no leading zeros), so that
-    // the number names exactly one file.
-    if (r.ec != std::errc() || r.ptr != last || *first == '+' || (*first == '0' && last - first > 1)) continue;
-    numbers.push_back(n);
-  }
-  std::sort(numbers.begin(), numbers.end());
-  return numbers;
-}
-
-void write_all(int fd, std::span<const std::byte> data) {
-  while (!data.empty()) {
-    const std::size_t chunk = std::min<std::size_t>(data.size(), std::size_t{1} << 30);
-    const ssize_t n = ::write(fd, data.data(), chunk);
-    if (n < 0) {
-      if (errno == EINTR) continue;
-      throw std::system_error(errno, std::generic_category());
-    }
-    data = data.subspan(static_cast<std::size_t>(n));
-  }
-}
-
-void fsync_directory(const std::string& directory) {
-  const int fd = ::open(directory.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC);
-  if (fd < 0) throw std::system_error(errno, std::generic_category());
-  if (::fsync(fd) != 0) {
-    const int err = errno;
-    ::close(fd);
-    throw std::system_error(err, std::generic_category());
-  }
-  ::close(fd);
-}
-
-// Writes `data` as `path` atomically: a synced temporary file renamed into
-// place, then the directory synced (leveldb's SetCurrentFile). On failure
-// neither the temporary nor the final file is left.
-void write_atomically(const std::string& directory, const std::string& path, std::span<const std::byte> data) {
-  const std::string tmp = path + ".tmp";
-  const int fd = ::open(tmp.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
-  if (fd < 0) throw_io_error("Checkpoint::save: cannot create", tmp, errno);
-  try {
-    write_all(fd, data);
-    if (::fsync(fd) != 0) throw std::system_error(errno, std::generic_category());
-  } catch (const std::system_error& e) {
-    ::close(fd);
-    ::unlink(tmp.c_str());
-    throw_io_error("Checkpoint::save: cannot write", tmp, e.code().value());
-  }
-  if (::close(fd) != 0) {
-    const int err = errno;
-    ::unlink(tmp.c_str());
-    throw_io_error("Checkpoint::save: cannot write", tmp, err);
-  }
-  if (::rename(tmp.c_str(), path.c_str()) != 0) {
-    const int err = errno;
-    ::unlink(tmp.c_str());
-    throw_io_error("Checkpoint::save: cannot rename " + quote_name(tmp) + " to", path, err);
-  }
-  try {
-    fsync_directory(directory);
-  } catch (const std::system_error& e) {
-    // The rename may not survive a crash: report the save as failed and
-    // take the file back.
-    ::unlink(path.c_str());
-    throw_io_error("Checkpoint::save: cannot sync the directory", directory, e.code().value());
-  }
-}
-
-std::vector<std::byte> read_file(const std::string& path) {
-  const int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
-  if (fd < 0) throw_io_error("Checkpoint::restore: cannot open", path, errno);
-  std::vector<std::byte> data;
-  std::byte buffer[1 << 16];
-  for (;;) {
-    const ssize_t n = ::read(fd, buffer, sizeof(buffer));
-    if (n < 0) {
-      if (errno == EINTR) continue;
-      const int err = errno;
-      ::close(fd);
-      throw_io_error("Checkpoint::restore: cannot read", path, err);
-    }
-    if (n == 0) break;
-    data.insert(data.end(), buffer, buffer + n);
-  }
-  ::close(fd);
-  return data;
-}
-
 }  // namespace
 
 // ---- Checkpoint ----
@@ -581,7 +448,9 @@ Strategy& Checkpoint::strategy_for(const char* method) const {
   return chosen;
 }
 
-std::string Checkpoint::save(const std::string& directory) {
+std::string Checkpoint::commit(const std::string& directory, const char* method, bool create_directory,
+                               const std::function<std::string()>& file_name,
+                               const std::function<void(const std::string&)>& after_commit) {
   Strategy& strategy = strategy_for("save");
   // Every worker reads every value, in tracking order: reading a
   // SyncOnReadVariable in cross-replica context is a collective.
@@ -614,28 +483,29 @@ std::string Checkpoint::save(const std::string& directory) {
   const std::vector<std::byte> bytes = encode(values);
 
   // The chief (the only worker, usually) writes.
-  std::uint64_t number = 0;
+  std::string path;
   std::exception_ptr failure;
   ErrorCode code = ErrorCode::kUnknown;
   std::string message;
   if (strategy.is_chief()) {
     try {
+      if (create_directory) {
+        std::error_code ec;
+        fs::create_directories(directory, ec);
+        if (ec) throw_io_error(std::string(method) + ": cannot create the directory", directory, ec.value());
+      }
       struct stat st {};
-      if (::stat(directory.c_str(), &st) != 0) throw_io_error("Checkpoint::save: directory", directory, errno);
-      if (!S_ISDIR(st.st_mode)) throw_io_error("Checkpoint::save: directory", directory, ENOTDIR);
-      std::error_code ec;
-      const std::vector<std::uint64_t> existing = checkpoint_numbers(directory, ec);
-      if (ec) throw_io_error("Checkpoint::save: cannot list the directory", directory, ec.value());
-      number = existing.empty() ? 1 : existing.back() + 1;
-      write_atomically(directory, join(directory, checkpoint_file_name(number)), bytes);
-      // Keep the newest max_to_keep (the one just written included). A file
-      // that cannot be removed stays; the save itself succeeded.
-      if (options_.max_to_keep.has_value()) {
-        std::vector<std::uint64_t> kept = checkpoint_numbers(directory, ec);
-        const auto keep = static_cast<std::size_t>(*options_.max_to_keep);
-        for (std::size_t i = 0; !ec && i + keep < kept.size(); ++i) {
+      if (::stat(directory.c_str(), &st) != 0) throw_io_error(std::string(method) + ": directory", directory, errno);
+      if (!S_ISDIR(st.st_mode)) throw_io_error(std::string(method) + ": directory", directory, ENOTDIR);
+      path = join(directory, file_name());
+      write_atomically(directory, path, bytes);
+      if (after_commit) {
+        try {
+          after_commit(path);
+        } catch (...) {
           std::error_code ignored;
-          fs::remove(join(directory, checkpoint_file_name(kept[i])), ignored);
+          fs::remove(path, ignored);
+          throw;
         }
       }
     } catch (const Error& e) {
@@ -648,22 +518,52 @@ std::string Checkpoint::save(const std::string& directory) {
     }
   }
   if (strategy.num_workers() > 1) {
-    // Every worker returns after the chief's commit, with its number, or
+    // Every worker returns after the chief's commit, with its path, or
     // raises the chief's error.
-    const Tensor status = strategy.broadcast_from_chief(Tensor(
-        std::vector<std::int64_t>{failure ? static_cast<std::int64_t>(code) : 0, static_cast<std::int64_t>(number)},
-        Shape{2}));
+    const Tensor status =
+        strategy.broadcast_from_chief(Tensor(std::vector<std::int64_t>{failure ? static_cast<std::int64_t>(code) : 0}, Shape{1}));
     const auto s = status.data<std::int64_t>();
+    // The chief's error message, or the path it wrote, as text.
+    const std::string text = strategy.text_from_chief(failure ? message : path, "checkpoint save");
     if (s[0] != 0) {
-      // The chief's error message itself, as text.
-      const std::string text = strategy.text_from_chief(message, "checkpoint save (the chief's error)");
       if (failure) std::rethrow_exception(failure);
       throw_error(static_cast<ErrorCode>(s[0]), "the chief (worker 0) could not save the checkpoint: " + text);
     }
-    number = static_cast<std::uint64_t>(s[1]);
+    path = text;
   }
   if (failure) std::rethrow_exception(failure);
-  return join(directory, checkpoint_file_name(number));
+  return path;
+}
+
+std::string Checkpoint::save(const std::string& directory) {
+  return commit(
+      directory, "Checkpoint::save", /*create_directory=*/false,
+      [&] {
+        std::error_code ec;
+        const std::vector<std::uint64_t> existing = checkpoint_numbers(directory, kName, ec);
+        if (ec) throw_io_error("Checkpoint::save: cannot list the directory", directory, ec.value());
+        return checkpoint_file_name(kName, existing.empty() ? 1 : existing.back() + 1);
+      },
+      [&](const std::string&) {
+        // Keep the newest max_to_keep (the one just written included). A
+        // file that cannot be removed stays; the save itself succeeded.
+        if (!options_.max_to_keep.has_value()) return;
+        std::error_code ec;
+        std::vector<std::uint64_t> kept = checkpoint_numbers(directory, kName, ec);
+        const auto keep = static_cast<std::size_t>(*options_.max_to_keep);
+        for (std::size_t i = 0; !ec && i + keep < kept.size(); ++i) {
+          std::error_code ignored;
+          fs::remove(join(directory, checkpoint_file_name(kName, kept[i])), ignored);
+        }
+      });
+}
+
+std::string Checkpoint::write(const std::string& path) {
+  const fs::path p(path);
+  if (!p.has_filename()) throw InvalidArgumentError("Checkpoint::write: expected a file path, got " + quote_name(path));
+  const std::string directory = p.has_parent_path() ? p.parent_path().string() : std::string(".");
+  const std::string name = p.filename().string();
+  return commit(directory, "Checkpoint::write", /*create_directory=*/false, [name] { return name; }, nullptr);
 }
 
 std::vector<std::pair<std::string, Tensor>> load_checkpoint(const std::string& path) {
@@ -673,7 +573,7 @@ std::vector<std::pair<std::string, Tensor>> load_checkpoint(const std::string& p
   return out;
 }
 
-void Checkpoint::restore(const std::string& path) {
+void Checkpoint::restore(const std::string& path, const RestoreOptions& options) {
   Strategy& strategy = strategy_for("restore");
   // Everything is read and checked before any state changes.
   std::vector<Tensor> restored(entries_.size());
@@ -702,12 +602,12 @@ void Checkpoint::restore(const std::string& path) {
       throw NotFoundError("checkpoint " + path + " has no entry for the tracked " + list(missing) +
                           " (was it saved by a Checkpoint tracking other names?)");
     }
-    if (!by_name.empty()) {
+    if (!by_name.empty() && !options.expect_partial) {
       std::vector<std::string> unexpected;
       for (const auto& [name, value] : by_name) unexpected.push_back(quote_name(name));
       throw InvalidArgumentError("checkpoint " + path + " holds " + list(unexpected) +
                                  ", which this Checkpoint does not track; track the same names as the Checkpoint "
-                                 "that saved it");
+                                 "that saved it, or restore with RestoreOptions::expect_partial to leave them out");
     }
     for (std::size_t i = 0; i < entries_.size(); ++i) {
       const auto [dtype, shape] = std::visit(
@@ -857,9 +757,9 @@ void Checkpoint::restore(const std::string& path) {
 
 std::optional<std::string> latest_checkpoint(const std::string& directory) {
   std::error_code ec;
-  const std::vector<std::uint64_t> numbers = checkpoint_numbers(directory, ec);
+  const std::vector<std::uint64_t> numbers = checkpoint_numbers(directory, kName, ec);
   if (ec || numbers.empty()) return std::nullopt;
-  return join(directory, checkpoint_file_name(numbers.back()));
+  return join(directory, checkpoint_file_name(kName, numbers.back()));
 }
 
 }  // namespace distribute

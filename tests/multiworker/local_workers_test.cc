@@ -12,6 +12,7 @@
 #include <chrono>
 #include <cstdint>
 #include <exception>
+#include <filesystem>
 #include <functional>
 #include <map>
 #include <optional>
@@ -242,6 +243,35 @@ TEST(LocalWorkers, CheckpointIsCommittedByTheChiefAndRestoresTheIteratorOnEveryW
     resumed[w].insert(resumed[w].end(), rows.begin(), rows.end());
   }));
   EXPECT_EQ(resumed, uninterrupted);
+}
+
+// CheckpointManager over workers: the chief numbers, writes and deletes;
+// every worker gets the same path and restores the latest.
+TEST(LocalWorkers, CheckpointManagerSavesOnceForAllWorkers) {
+  TempDir dir("local_workers_manager");
+  std::mutex mutex;
+  std::map<int, std::vector<std::string>> paths;
+  expect_all_returned(run_workers(2, 1, [&](int w, MultiWorkerMirroredStrategy& s) {
+    StrategyScope scope = s.scope();
+    std::int64_t step = 0;
+    Checkpoint ckpt;
+    ckpt.track("step", &step);
+    CheckpointManager manager(ckpt, dir / "run", {.max_to_keep = 2});
+    std::vector<std::string> mine;
+    for (step = 1; step <= 3; ++step) mine.push_back(*manager.save());
+    EXPECT_EQ(manager.checkpoints().size(), 2u);
+    step = 0;
+    EXPECT_EQ(manager.restore_or_initialize(), mine.back());
+    EXPECT_EQ(step, 3);
+    std::lock_guard<std::mutex> lock(mutex);
+    paths[w] = mine;
+  }));
+  EXPECT_EQ(paths[0], paths[1]);
+  EXPECT_EQ(paths[0].back(), dir / "run/ckpt-3.dckpt");
+  std::vector<std::string> files;
+  for (const auto& e : std::filesystem::directory_iterator(dir / "run")) files.push_back(e.path().filename().string());
+  std::sort(files.begin(), files.end());
+  EXPECT_EQ(files, (std::vector<std::string>{"ckpt-2.dckpt", "ckpt-3.dckpt"}));
 }
 
 TEST(LocalWorkers, MismatchedCallsRaiseOnEveryWorkerAndTheChannelStaysInStep) {
