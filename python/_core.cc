@@ -469,6 +469,11 @@ py::tuple spec_list(const dist::ElementSpec& spec) {
   return py::make_tuple(components, spec.is_tuple);
 }
 
+struct ManagerHolder {
+  std::unique_ptr<dist::Checkpoint> checkpoint = std::make_unique<dist::Checkpoint>();
+  std::unique_ptr<dist::CheckpointManager> manager;
+};
+
 dist::Element element_of(std::vector<dist::Tensor> components, bool is_tuple) {
   if (!is_tuple && components.size() == 1) return dist::Element(std::move(components[0]));
   return dist::Element(std::move(components));
@@ -871,8 +876,56 @@ PYBIND11_MODULE(_core, m) {
            [](dist::Checkpoint& c, const std::string& name, DistributedIterator& it) { c.track(name, it.get()); })
       .def("tracked_names", &dist::Checkpoint::tracked_names)
       .def("save", &dist::Checkpoint::save, py::call_guard<ReleaseGil>())
-      .def("restore", &dist::Checkpoint::restore, py::call_guard<ReleaseGil>());
+      .def("write", &dist::Checkpoint::write, py::call_guard<ReleaseGil>())
+      .def(
+          "restore",
+          [](dist::Checkpoint& c, const std::string& path, bool expect_partial) {
+            c.restore(path, {.expect_partial = expect_partial});
+          },
+          py::call_guard<ReleaseGil>());
   m.def("latest_checkpoint", &dist::latest_checkpoint, py::call_guard<ReleaseGil>());
+  // A CheckpointManager over one core Checkpoint whose tracked values each
+  // call replaces (distribute.Checkpoint builds a core Checkpoint per call).
+  py::class_<ManagerHolder>(m, "CheckpointManager")
+      .def(py::init([](std::string directory, std::optional<int> max_to_keep, std::optional<double> hours,
+                       std::string name, py::object step_counter, std::optional<std::int64_t> interval,
+                       py::object init_fn) {
+             auto holder = std::make_unique<ManagerHolder>();
+             dist::CheckpointManagerOptions options;
+             options.max_to_keep = max_to_keep;
+             options.keep_checkpoint_every_n_hours = hours;
+             options.checkpoint_name = std::move(name);
+             if (!step_counter.is_none()) {
+               auto f = keep(new py::object(std::move(step_counter)));
+               options.step_counter = [f] { return with_gil([&] { return (*f)().cast<std::int64_t>(); }); };
+             }
+             options.checkpoint_interval = interval;
+             if (!init_fn.is_none()) {
+               auto f = keep(new py::object(std::move(init_fn)));
+               options.init_fn = [f] { with_gil([&] { (*f)(); }); };
+             }
+             holder->manager = std::make_unique<dist::CheckpointManager>(*holder->checkpoint, std::move(directory),
+                                                                         std::move(options));
+             return holder;
+           }))
+      .def(
+          "save",
+          [](ManagerHolder& h, dist::Checkpoint& c, std::optional<std::int64_t> number, bool check_interval) {
+            *h.checkpoint = std::move(c);
+            return h.manager->save(number, check_interval);
+          },
+          py::call_guard<ReleaseGil>())
+      .def(
+          "restore_or_initialize",
+          [](ManagerHolder& h, dist::Checkpoint& c) {
+            *h.checkpoint = std::move(c);
+            return h.manager->restore_or_initialize();
+          },
+          py::call_guard<ReleaseGil>())
+      .def("latest_checkpoint", [](const ManagerHolder& h) { return h.manager->latest_checkpoint(); })
+      .def("checkpoints", [](const ManagerHolder& h) { return h.manager->checkpoints(); })
+      .def("directory", [](const ManagerHolder& h) { return h.manager->directory(); })
+      .def("checkpoint_interval", [](const ManagerHolder& h) { return h.manager->checkpoint_interval(); });
 
   // --- Context and collectives -----------------------------------------------
   // The current replica's (local index, id in sync, replicas in sync, the

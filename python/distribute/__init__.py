@@ -24,7 +24,7 @@ from .values import DistributedValues, Mirrored, Optional, PerReplica, ReduceOp
 from .strategy import (DistributedDataset, DistributedIterator, InputOptions, MirroredStrategy, MultiWorkerMirroredStrategy,
                        OneDeviceStrategy, ReplicaContext, Strategy, ValueContext, get_replica_context, get_strategy,
                        has_strategy, in_cross_replica_context)
-from .variables import Checkpoint, Variable, VariableAggregation, VariableSynchronization, latest_checkpoint
+from .variables import Checkpoint, CheckpointManager, Variable, VariableAggregation, VariableSynchronization, latest_checkpoint
 from .errors import (Error, CancelledError, InvalidArgumentError, DeadlineExceededError, FailedPreconditionError,
                      OutOfRangeError, UnavailableError, UnimplementedError, InternalError, DataLossError)
 
@@ -43,5 +43,5 @@ __all__ = [
     "Strategy", "ValueContext", "MirroredStrategy", "OneDeviceStrategy", "MultiWorkerMirroredStrategy", "ReplicaContext",
     "DistributedDataset", "DistributedIterator", "InputContext", "InputOptions", "get_replica_context", "get_strategy",
     "has_strategy", "in_cross_replica_context", "data", "errors", "nn", "usable_cpu_count", "Variable",
-    "VariableAggregation", "VariableSynchronization", "Checkpoint", "latest_checkpoint",
+    "VariableAggregation", "VariableSynchronization", "Checkpoint", "CheckpointManager", "latest_checkpoint",
 ]

@@ -126,8 +126,86 @@ class Checkpoint:
   def save(self, directory):
     return self._build(self._tracked).save(str(directory))
 
-  def restore(self, path):
-    self._build(self._tracked).restore(str(path))
+  def write(self, file_prefix):
+    """Writes exactly ``file_prefix`` (no numbering, nothing deleted; TF's
+    Checkpoint.write); returns the path."""
+    return self._build(self._tracked).write(str(file_prefix))
+
+  def restore(self, save_path, expect_partial=False):
+    """Restores every tracked value, all or nothing. Entries of the file
+    this checkpoint does not track are refused unless ``expect_partial``
+    (TF spells it ``restore(path).expect_partial()``; here the check runs
+    before anything changes, so it is an argument). Returns a status with
+    TF's expect_partial() and assert_consumed() (both already hold)."""
+    self._build(self._tracked).restore(str(save_path), bool(expect_partial))
+    return _RestoreStatus()
+
+  def read(self, save_path, expect_partial=False):
+    """TF's Checkpoint.read: restore()."""
+    return self.restore(save_path, expect_partial)
+
+
+class _RestoreStatus:
+  """What Checkpoint.restore returns: the restore already checked every
+  entry, so TF's assertions hold."""
+
+  def expect_partial(self):
+    return self
+
+  def assert_consumed(self):
+    return self
+
+  def assert_existing_objects_matched(self):
+    return self
+
+
+class CheckpointManager:
+  """TF's tf.train.CheckpointManager over a distribute.Checkpoint (the C++
+  CheckpointManager: <directory>/<checkpoint_name>-<N>.dckpt files, the
+  newest max_to_keep kept, one every keep_checkpoint_every_n_hours kept for
+  good, saves every checkpoint_interval steps of step_counter)."""
+
+  def __init__(self, checkpoint, directory, max_to_keep, keep_checkpoint_every_n_hours=None, checkpoint_name="ckpt",
+               step_counter=None, checkpoint_interval=None, init_fn=None):
+    from .errors import InvalidArgumentError
+    if not isinstance(checkpoint, Checkpoint):
+      raise InvalidArgumentError(f"CheckpointManager: expected a distribute.Checkpoint, got "
+                                 f"{type(checkpoint).__name__}")
+    self._checkpoint = checkpoint
+    counter = None
+    if step_counter is not None:
+      def counter():
+        value = step_counter() if callable(step_counter) else np.asarray(step_counter)
+        return int(np.asarray(value))
+    self._core = _core.CheckpointManager(str(directory), max_to_keep, keep_checkpoint_every_n_hours,
+                                         str(checkpoint_name), counter, checkpoint_interval, init_fn)
+
+  def save(self, checkpoint_number=None, check_interval=True):
+    """The new checkpoint's path, or None when the interval has not passed."""
+    number = None if checkpoint_number is None else int(np.asarray(checkpoint_number))
+    core = self._checkpoint._build(self._checkpoint._tracked)
+    return self._core.save(core, number, bool(check_interval))
+
+  def restore_or_initialize(self):
+    """Restores the latest checkpoint and returns its path; else calls
+    init_fn and returns None."""
+    return self._core.restore_or_initialize(self._checkpoint._build(self._checkpoint._tracked))
+
+  @property
+  def latest_checkpoint(self):
+    return self._core.latest_checkpoint()
+
+  @property
+  def checkpoints(self):
+    return self._core.checkpoints()
+
+  @property
+  def directory(self):
+    return self._core.directory()
+
+  @property
+  def checkpoint_interval(self):
+    return self._core.checkpoint_interval()
 
 
 def latest_checkpoint(directory):

@@ -77,6 +77,7 @@ errors = _dist.errors
 Variable = _dist.Variable
 VariableAggregation = _dist.VariableAggregation
 VariableSynchronization = _dist.VariableSynchronization
-train = _types.SimpleNamespace(Checkpoint=_dist.Checkpoint, latest_checkpoint=_dist.latest_checkpoint)
+train = _types.SimpleNamespace(Checkpoint=_dist.Checkpoint, CheckpointManager=_dist.CheckpointManager,
+                               latest_checkpoint=_dist.latest_checkpoint)
 nn = _types.SimpleNamespace(compute_average_loss=_dist.nn.compute_average_loss,
                             scale_regularization_loss=_dist.nn.scale_regularization_loss)
