@@ -17,6 +17,7 @@
 #include "distribute/replica_context.h"
 #include "distribute/strategies.h"
 #include "distribute/strategy.h"
+#include "distribute/strategy_extended.h"
 #include "distribute/tensor.h"
 #include "distribute/types.h"
 #include "distribute/variable.h"

@@ -79,6 +79,8 @@ struct ValueContext {
   int num_replicas_in_sync = 1;
 };
 
+class StrategyExtended;
+
 class Strategy {
  public:
   virtual ~Strategy();
@@ -109,6 +111,10 @@ class Strategy {
 
   // Makes this strategy current on this thread until the guard is destroyed.
   StrategyScope scope() { return StrategyScope(*this); }
+
+  // TF's strategy.extended: reduce_to, batch_reduce_to, update and the
+  // rest (distribute/strategy_extended.h).
+  StrategyExtended extended();
 
   // Calls fn once per replica, concurrently, each inside its replica context
   // (get_replica_context() returns it). For replica r, a PerReplica or

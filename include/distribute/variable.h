@@ -100,13 +100,14 @@ class Variable {
   // "SyncOnReadVariable:{...}", or "Variable(name, Tensor(...))".
   std::string to_string() const;
 
+  // The strategy whose replicas hold the components (TF's
+  // distribute_strategy); nullptr for an ordinary variable.
+  Strategy* distributed_strategy() const noexcept;
+
   struct State;
 
  private:
   friend class Checkpoint;
-  // The strategy whose replicas hold the components; nullptr for an
-  // ordinary variable.
-  Strategy* distributed_strategy() const noexcept;
   enum class Update { kAssign, kAdd, kSub };
   Tensor update(Update kind, const Tensor& value);
   std::shared_ptr<State> state_;

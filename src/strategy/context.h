@@ -9,10 +9,15 @@ class ReplicaContext;
 namespace distribute::internal {
 
 // One entry of a thread's mode stack: cross-replica context of `strategy`
-// when `replica` is null, else the replica context `replica`.
+// when `replica` is null, else the replica context `replica`. A
+// cross-replica entry with `component` >= 0 is TF's update context
+// (StrategyExtended::update calling its function for local replica
+// `component`): the strategy's variables read and update that component
+// only.
 struct ThreadMode {
   Strategy* strategy;
   ReplicaContext* replica;
+  int component = -1;
 };
 
 // The top of this thread's stack; nullptr in the default state.

@@ -122,6 +122,14 @@ int local_replica(const Variable& v, Strategy* strategy) {
   return mode->replica->replica_id_in_sync_group() - strategy->worker_index() * strategy->num_local_replicas();
 }
 
+// The component StrategyExtended::update is calling its function for, when
+// this thread is in `strategy`'s update context; -1 otherwise.
+int update_component(Strategy* strategy) {
+  const internal::ThreadMode* mode = internal::current_mode();
+  if (mode == nullptr || mode->replica != nullptr || mode->strategy != strategy) return -1;
+  return mode->component;
+}
+
 }  // namespace
 
 Tensor Variable::value() const {
@@ -129,6 +137,7 @@ Tensor Variable::value() const {
   if (s.strategy == nullptr) return s.components[0];
   const int r = local_replica(*this, s.strategy);
   if (r >= 0) return s.components[static_cast<std::size_t>(r)];
+  if (const int u = update_component(s.strategy); u >= 0) return s.components[static_cast<std::size_t>(u)];
   if (s.synchronization == VariableSynchronization::ON_WRITE) return s.components[0];
   switch (s.aggregation) {
     // With several workers these reads are collectives: every worker reads.
@@ -183,6 +192,12 @@ Tensor Variable::update(Update kind, const Tensor& value) {
     return s.components[0];
   }
   const int r = local_replica(*this, s.strategy);
+  if (const int u = update_component(s.strategy); u >= 0) {
+    // Update context: the one component, as it is (TF applies fn per device).
+    Tensor& mine = s.components[static_cast<std::size_t>(u)];
+    mine = apply(mine, value);
+    return mine;
+  }
   if (s.synchronization == VariableSynchronization::ON_READ) {
     if (r >= 0) {  // each replica its own component, no communication
       s.components[static_cast<std::size_t>(r)] = apply(s.components[static_cast<std::size_t>(r)], value);

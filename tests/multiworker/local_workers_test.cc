@@ -274,6 +274,28 @@ TEST(LocalWorkers, CheckpointManagerSavesOnceForAllWorkers) {
   EXPECT_EQ(files, (std::vector<std::string>{"ckpt-2.dckpt", "ckpt-3.dckpt"}));
 }
 
+// strategy.extended() over workers: reduce_to spans every worker's
+// replicas, update stays local, and only the chief checkpoints.
+TEST(LocalWorkers, ExtendedReducesOverWorkersAndUpdatesLocally) {
+  expect_all_returned(run_workers(2, 2, [&](int w, MultiWorkerMirroredStrategy& s) {
+    Variable v = [&] {
+      StrategyScope scope = s.scope();
+      return Variable(Tensor(0.0), {.name = "v"});
+    }();
+    StrategyExtended ext = s.extended();
+    EXPECT_EQ(ext.should_checkpoint(), w == 0);
+    EXPECT_EQ(ext.worker_devices(),
+              (std::vector<std::string>{"/job:worker/replica:0/task:" + std::to_string(w) + "/device:CPU:0",
+                                        "/job:worker/replica:0/task:" + std::to_string(w) + "/device:CPU:1"}));
+    // Replica values 1..4 over the two workers: SUM 10 on every component.
+    const double base = 2.0 * w;
+    const Mirrored<Tensor> total =
+        ext.reduce_to(ReduceOp::SUM, PerReplica<Tensor>({Tensor(base + 1), Tensor(base + 2)}), v);
+    ext.update(v, [](Variable& x, const Tensor& t) { x.assign(t); }, total);
+    EXPECT_EQ(v.values(), (std::vector<Tensor>{Tensor(10.0), Tensor(10.0)}));
+  }));
+}
+
 TEST(LocalWorkers, MismatchedCallsRaiseOnEveryWorkerAndTheChannelStaysInStep) {
   expect_all_returned(run_workers(2, 1, [](int w, MultiWorkerMirroredStrategy& s) {
     const std::string msg = message_of<InvalidArgumentError>([&] {
