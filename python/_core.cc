@@ -790,6 +790,30 @@ PYBIND11_MODULE(_core, m) {
              ReleaseGil nogil;
              return s.gather(dist::PerReplica<dist::Tensor>(std::move(values)), axis);
            })
+      // strategy.extended: fn(r) for each component r of var, in its update
+      // context (on this thread, under the GIL).
+      .def("extended_update",
+           [](dist::Strategy& s, const dist::Variable& var, py::function fn) {
+             std::vector<int> components(static_cast<std::size_t>(var.num_components()));
+             for (std::size_t r = 0; r < components.size(); ++r) components[r] = static_cast<int>(r);
+             s.extended().update(var, [&](dist::Variable&, int r) { fn(r); }, dist::PerReplica<int>(components));
+           })
+      // kind: "plain", "per_replica" or "mirrored" values.
+      .def("extended_reduce_to",
+           [](dist::Strategy& s, const std::string& op, std::vector<dist::Tensor> values, const std::string& kind,
+              const dist::Variable& destination) {
+             Interruptible interruptible;
+             ReleaseGil nogil;
+             const dist::StrategyExtended ext = s.extended();
+             if (kind == "plain") return ext.reduce_to(reduce_op(op), values.at(0), destination).values();
+             if (kind == "mirrored") {
+               return ext.reduce_to(reduce_op(op), dist::Mirrored<dist::Tensor>(std::move(values)), destination).values();
+             }
+             return ext.reduce_to(reduce_op(op), dist::PerReplica<dist::Tensor>(std::move(values)), destination).values();
+           })
+      .def("variable_created_in_scope",
+           [](dist::Strategy& s, const dist::Variable& v) { return s.extended().variable_created_in_scope(v); })
+      .def("worker_devices", [](dist::Strategy& s) { return s.extended().worker_devices(); })
       .def("experimental_distribute_dataset",
            [](dist::Strategy& s, const dist::Dataset& d, int buffer_size, const std::string& policy) {
              return s.experimental_distribute_dataset(d, input_options(buffer_size, policy));

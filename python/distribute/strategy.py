@@ -107,6 +107,12 @@ class Strategy:
 
     return _nest.map_structure(one, value)
 
+  @property
+  def extended(self):
+    """TF's strategy.extended: reduce_to, batch_reduce_to, update and the
+    rest, for custom optimizers built on merge_call."""
+    return StrategyExtended(self)
+
   def experimental_distribute_values_from_function(self, value_fn):
     """TF's experimental_distribute_values_from_function: ``value_fn(ctx)``
     once per local replica, in order, with ``ctx`` a ValueContext (the
@@ -129,8 +135,9 @@ class Strategy:
   def experimental_local_results(self, value):
     """The values of this process's replicas, as a tuple (a plain value: a
     tuple of one)."""
-    if isinstance(value, DistributedValues):
-      return tuple(value.values)
+    from .variables import Variable
+    if isinstance(value, (DistributedValues, Variable)):
+      return tuple(value.values)  # a variable's components (one for an ordinary one)
     if _nest.is_structure(value) and any(isinstance(v, DistributedValues) for v in _nest.flatten(value)):
       n = self._core.num_local_replicas
       return tuple(_select(value, r) for r in range(n))
@@ -173,6 +180,68 @@ class Strategy:
     buffer_size, policy = InputOptions._of(options, "distribute_datasets_from_function")
     core = self._core.distribute_datasets_from_function(call, buffer_size, policy)
     return DistributedDataset(self, core, made[0]._structure)
+
+
+class StrategyExtended:
+  """TF's tf.distribute.StrategyExtended (strategy.extended): the C++
+  StrategyExtended (distribute/strategy_extended.h). reduce_to,
+  batch_reduce_to and update run in cross-replica context (merge_call's
+  function, or outside run)."""
+
+  def __init__(self, strategy):
+    self._strategy = strategy
+
+  def reduce_to(self, reduce_op, value, destinations, options=None):
+    """``value`` reduced over every replica (Strategy.reduce's rules) as a
+    Mirrored with one copy per component of ``destinations`` (a Variable)."""
+    from .variables import Variable
+    if not isinstance(destinations, Variable):
+      raise InvalidArgumentError(f"StrategyExtended.reduce_to: expected a distribute.Variable as destinations, got "
+                                 f"{type(destinations).__name__}")
+    op = ReduceOp.of(reduce_op).value
+    if isinstance(value, DistributedValues):
+      kind = "mirrored" if isinstance(value, Mirrored) else "per_replica"
+      values = [convert(v) for v in value]
+    else:
+      kind, values = "plain", [convert(value)]
+    core = self._strategy._core
+    return Mirrored(core.extended_reduce_to(op, values, kind, destinations._core), core.id)
+
+  def batch_reduce_to(self, reduce_op, value_destination_pairs, options=None):
+    """reduce_to of every (value, destination) pair, as a list."""
+    return [self.reduce_to(reduce_op, value, destination) for value, destination in value_destination_pairs]
+
+  def update(self, var, fn, args=(), kwargs=None, group=True):
+    """fn(var, *args, **kwargs) once per component of ``var`` (per local
+    replica), each in TF's update context: var reads and updates that
+    component alone. PerReplica/Mirrored arguments give each call its
+    component's value. Returns a Mirrored of the results (group=False: a
+    tuple)."""
+    kwargs = kwargs or {}
+    results = []
+
+    def call(r):
+      results.append(fn(var, *[_select(a, r) for a in args], **{k: _select(v, r) for k, v in kwargs.items()}))
+
+    self._strategy._core.extended_update(var._core, call)
+    if not group:
+      return tuple(results)
+    return Mirrored(results, self._strategy._core.id)
+
+  def variable_created_in_scope(self, v):
+    return self._strategy._core.variable_created_in_scope(v._core)
+
+  @property
+  def worker_devices(self):
+    return tuple(self._strategy._core.worker_devices())
+
+  @property
+  def should_checkpoint(self):
+    return self._strategy._core.is_chief
+
+  @property
+  def should_save_summary(self):
+    return self._strategy._core.is_chief
 
 
 class _Scope:
@@ -313,8 +382,18 @@ def _regroup(values, origin):
       _nest.assert_same_structure(first, v, where="the result", a_name="replica 0's",
                                   b_name=f"replica {i}'s")
     flats = [_nest.flatten(v) for v in values]
-    return _nest.pack_as(first, [PerReplica(leaves, origin) for leaves in zip(*flats)])
-  return PerReplica(values, origin)
+    return _nest.pack_as(first, [_regroup_leaf(leaves, origin) for leaves in zip(*flats)])
+  return _regroup_leaf(values, origin)
+
+
+def _regroup_leaf(values, origin):
+  # The same distributed variable from every replica is that variable (as
+  # TF's regroup: merge_call's function gets the variable, not a PerReplica
+  # of it).
+  from .variables import Variable
+  if isinstance(values[0], Variable) and all(v is values[0] for v in values):
+    return values[0]
+  return PerReplica(list(values), origin)
 
 
 class ValueContext:
