@@ -16,6 +16,7 @@
 #include <cstddef>
 #include <memory>
 #include <span>
+#include <string>
 #include <tuple>
 #include <type_traits>
 #include <typeinfo>
@@ -24,6 +25,7 @@
 
 #include "distribute/distributed_values.h"
 #include "distribute/internal/function_ref.h"
+#include "distribute/nest.h"
 #include "distribute/options.h"
 #include "distribute/tensor.h"
 #include "distribute/types.h"
@@ -33,6 +35,10 @@ namespace distribute {
 class Strategy;
 
 namespace internal {
+// What merge_call's function receives for an argument of type A.
+template <class A>
+using MergeArgument = std::conditional_t<nest::is_regrouped_v<A>, nest::regrouped_t<A>, PerReplica<A>>;
+
 // While it lives, this thread is in cross-replica context of `strategy`
 // (merge_call's function runs inside one).
 class CrossReplicaScope {
@@ -131,9 +137,32 @@ class ReplicaContext {
   std::vector<Tensor> all_gather(const std::vector<Tensor>& values, int axis,
                                  const CommunicationOptions& options = {}) const;
 
+  // A structure (distribute/nest.h) of tensors: a tuple, pair, std::map or
+  // a nesting of them with vectors, fused into one all_reduce of its leaves
+  // and returned in the same structure. Every replica must pass the same
+  // structure: lengths and keys are checked (one small all_gather when the
+  // structure holds a vector or map), InvalidArgumentError on every replica
+  // otherwise.
+  template <class S>
+    requires(nest::is_structure_v<S> && !std::is_same_v<S, std::vector<Tensor>>)
+  S all_reduce(ReduceOp op, const S& value, const CommunicationOptions& options = {}) const {
+    if constexpr (nest::has_dynamic_shape_v<S>) {
+      std::string shape;
+      nest::describe_shape(value, shape);
+      check_same_structure(shape, "all_reduce", options);
+    }
+    std::vector<Tensor> leaves;
+    nest::flatten_into(value, leaves);
+    std::vector<Tensor> reduced = all_reduce(op, leaves, options);
+    std::size_t next = 0;
+    return nest::pack_like(value, reduced, next);
+  }
+
   // Runs merge_fn once, on replica 0's thread in cross-replica context
   // (get_replica_context() is nullptr inside), as
   //   merge_fn(strategy, PerReplica<A1>{all replicas' a1}, ...)
+  // (a tuple, pair or map argument arrives regrouped: the same structure
+  // with a PerReplica at every leaf, as TF's nest; distribute/nest.h)
   // once every replica has called merge_call. Every replica gets the result:
   // a PerReplica or Mirrored result gives each replica its own value, any
   // other result is copied to every replica. An exception from merge_fn is
@@ -151,6 +180,9 @@ class ReplicaContext {
   // overloads), else empty.
   std::vector<Tensor>* all_reduce_into(ReduceOp op, std::span<const Tensor> values, std::span<Tensor> handed,
                                        const CommunicationOptions& options) const;
+  // InvalidArgumentError on every replica unless every replica passed the
+  // same `shape` (nest::describe_shape).
+  void check_same_structure(const std::string& shape, const char* what, const CommunicationOptions& options) const;
   std::shared_ptr<void> merge_call_erased(std::shared_ptr<const void> args, const char* type_name,
                                           internal::FunctionRef<std::shared_ptr<void>(std::span<const void* const>)> leader)
       const;
@@ -194,7 +226,7 @@ auto ReplicaContext::merge_call(F&& merge_fn, const Args&... args) const {
   // Each replica's arguments are copied, so they stay valid for the leader
   // whatever happens to the calling frame.
   using Tuple = std::tuple<Args...>;
-  using R = std::invoke_result_t<F&, Strategy&, const PerReplica<Args>&...>;
+  using R = std::invoke_result_t<F&, Strategy&, const internal::MergeArgument<Args>&...>;
   using Stored = std::conditional_t<std::is_void_v<R>, int, std::decay_t<R>>;
   auto mine = std::make_shared<const Tuple>(args...);
   auto leader = [&](std::span<const void* const> all) -> std::shared_ptr<void> {
@@ -203,7 +235,11 @@ auto ReplicaContext::merge_call(F&& merge_fn, const Args&... args) const {
       std::vector<A> values;
       values.reserve(all.size());
       for (const void* p : all) values.push_back(std::get<I>(*static_cast<const Tuple*>(p)));
-      return PerReplica<A>(std::move(values));
+      if constexpr (nest::is_regrouped_v<A>) {
+        return nest::regroup(std::move(values), 0, "merge_call");
+      } else {
+        return PerReplica<A>(std::move(values));
+      }
     };
     internal::CrossReplicaScope cross_replica(*strategy_);
     return [&]<std::size_t... I>(std::index_sequence<I...>) -> std::shared_ptr<void> {

@@ -17,10 +17,12 @@
 
 #include <cstdint>
 #include <functional>
+#include <map>
 #include <memory>
 #include <optional>
 #include <string>
 #include <string_view>
+#include <tuple>
 #include <type_traits>
 #include <utility>
 #include <vector>
@@ -31,6 +33,7 @@
 #include "distribute/element.h"
 #include "distribute/errors.h"
 #include "distribute/internal/function_ref.h"
+#include "distribute/nest.h"
 #include "distribute/options.h"
 #include "distribute/replica_context.h"
 #include "distribute/tensor.h"
@@ -125,7 +128,12 @@ class Strategy {
   // Returns PerReplica<R> with R = std::decay_t of fn's result, or void. It is
   // a PerReplica even with one replica (where TF would unwrap the value), so
   // the same program compiles for every strategy; take .primary() or
-  // experimental_local_results() to get at the values.
+  // experimental_local_results() to get at the values. A std::tuple, pair or
+  // std::map<std::string, V> result is regrouped as TF's nest does
+  // (distribute/nest.h): `auto [loss, count] = strategy.run(step);` gives two
+  // PerReplica; every replica's map must have the same keys
+  // (InvalidArgumentError naming the first difference). A std::vector
+  // result stays a PerReplica of vectors (nest::regroup_list regroups it).
   //
   // If fn throws on any replica, run() waits for the other replicas to return
   // and rethrows the first failure, its type preserved; a distribute::Error
@@ -185,6 +193,20 @@ class Strategy {
     return reduce(op, PerReplica<Tensor>(std::move(scalars)));
   }
 
+  // Structures (distribute/nest.h) of the values above: a tuple, pair,
+  // vector or string-keyed map of PerReplica, Mirrored or plain values,
+  // nested, gives the same structure of reduced tensors (each leaf reduced
+  // as above, in order: one collective per leaf with several workers); a
+  // PerReplica of such a structure is regrouped first
+  // (InvalidArgumentError unless every replica's has the same lengths and
+  // keys).
+  template <class S>
+    requires nest::is_structure_v<S>
+  auto reduce(ReduceOp op, const S& value, std::optional<int> axis = std::nullopt);
+  template <class S>
+    requires nest::is_structure_v<S>
+  auto reduce(ReduceOp op, const PerReplica<S>& value, std::optional<int> axis = std::nullopt);
+
   // Splits a dataset batched with the global batch size across the replicas
   // (see distributed_dataset.h for exactly how). The default and one-device
   // strategies, and one replica, pass every element through unsplit.
@@ -216,9 +238,18 @@ class Strategy {
     return value.values();
   }
   template <class T>
-    requires(!is_distributed_values_v<T>)
+    requires(!is_distributed_values_v<T> && !nest::has_distributed_v<T>)
   std::vector<T> experimental_local_results(const T& value) const {
     return {value};
+  }
+  // A structure holding PerReplica or Mirrored values: each local replica's
+  // view of it (its value of every such leaf, plain leaves as they are).
+  template <class S>
+    requires(nest::is_structure_v<S> && nest::has_distributed_v<S>)
+  std::vector<nest::unwrapped_t<S>> experimental_local_results(const S& value) const {
+    std::vector<nest::unwrapped_t<S>> out;
+    for (std::size_t r = 0; r < static_cast<std::size_t>(num_local_replicas()); ++r) out.push_back(nest::select(value, r));
+    return out;
   }
 
  protected:
@@ -319,7 +350,11 @@ auto Strategy::run(F&& fn, const Args&... args) {
     std::vector<Value> values;
     values.reserve(results.size());
     for (auto& result : results) values.push_back(std::move(*result));
-    return PerReplica<Value>(std::move(values), internal::ProducedBy{id_});
+    if constexpr (nest::is_regrouped_v<Value>) {
+      return nest::regroup(std::move(values), id_, "Strategy::run");
+    } else {
+      return PerReplica<Value>(std::move(values), internal::ProducedBy{id_});
+    }
   }
 }
 
@@ -332,6 +367,40 @@ auto Strategy::experimental_distribute_values_from_function(F&& fn) {
     values.push_back(std::invoke(fn, ValueContext{worker_index_ * num_local_replicas() + r, num_replicas_in_sync()}));
   }
   return PerReplica<Value>(std::move(values), internal::ProducedBy{id_});
+}
+
+template <class S>
+  requires nest::is_structure_v<S>
+auto Strategy::reduce(ReduceOp op, const S& value, std::optional<int> axis) {
+  if constexpr (nest::is_tuple_like<S>::value) {
+    return std::apply(
+        [&](const auto&... e) {
+          // (Braces: left to right, so the collectives keep their order.)
+          return std::tuple<decltype(reduce(op, e, axis))...>{reduce(op, e, axis)...};
+        },
+        value);
+  } else if constexpr (nest::is_list<S>::value) {
+    using R = decltype(reduce(op, std::declval<const typename S::value_type&>(), axis));
+    std::vector<R> out;
+    out.reserve(value.size());
+    for (const auto& e : value) out.push_back(reduce(op, e, axis));
+    return out;
+  } else {
+    using R = decltype(reduce(op, std::declval<const typename S::mapped_type&>(), axis));
+    std::map<std::string, R> out;
+    for (const auto& [k, e] : value) out.emplace(k, reduce(op, e, axis));
+    return out;
+  }
+}
+
+template <class S>
+  requires nest::is_structure_v<S>
+auto Strategy::reduce(ReduceOp op, const PerReplica<S>& value, std::optional<int> axis) {
+  if constexpr (nest::is_list<S>::value) {
+    return reduce(op, nest::regroup_list(value, "Strategy::reduce"), axis);
+  } else {
+    return reduce(op, nest::regroup(value.values(), value.origin(), "Strategy::reduce"), axis);
+  }
 }
 
 }  // namespace distribute

@@ -125,6 +125,28 @@ std::vector<Tensor> ReplicaContext::all_gather(const std::vector<Tensor>& values
   return strategy_->collectives_->all_gather(replica_id_, values, a, deadline);
 }
 
+void ReplicaContext::check_same_structure(const std::string& shape, const char* what,
+                                          const CommunicationOptions& options) const {
+  if (strategy_->num_replicas_in_sync() == 1) return;
+  // FNV-1a of the description: one int64 per replica, gathered.
+  std::uint64_t h = 14695981039346656037ull;
+  for (char c : shape) {
+    h ^= static_cast<unsigned char>(c);
+    h *= 1099511628211ull;
+  }
+  const Tensor all = all_gather(Tensor(std::vector<std::int64_t>{std::bit_cast<std::int64_t>(h)}, Shape{1}), 0, options);
+  const auto hashes = all.data<std::int64_t>();
+  std::string differing;
+  for (std::size_t r = 1; r < hashes.size(); ++r) {
+    if (hashes[r] != hashes[0]) differing += (differing.empty() ? "" : ", ") + std::to_string(r);
+  }
+  if (!differing.empty()) {
+    throw InvalidArgumentError(std::string(what) + ": expected the same structure from every replica, but replica(s) " +
+                               differing + " passed other lengths or keys than replica 0 (replica " +
+                               std::to_string(replica_id_) + "'s: " + shape + ")");
+  }
+}
+
 std::shared_ptr<void> ReplicaContext::merge_call_erased(
     std::shared_ptr<const void> args, const char* type_name,
     internal::FunctionRef<std::shared_ptr<void>(std::span<const void* const>)> leader) const {

@@ -400,8 +400,8 @@ TEST_P(CollectivesTest, MergeCallDistributedResults) {
     return std::make_pair(own, mirrored);
   });
   for (int r = 0; r < N; ++r) {
-    EXPECT_EQ(out[r].first, 2 * r + 1);
-    EXPECT_EQ(out[r].second, Tensor{static_cast<float>(N * (N - 1) / 2)});
+    EXPECT_EQ(out.first[r], 2 * r + 1);
+    EXPECT_EQ(out.second[r], Tensor{static_cast<float>(N * (N - 1) / 2)});
   }
 }
 

@@ -607,10 +607,13 @@ TEST_P(DistributedDatasetTest, GetNextInsideAReplicaFunctionFails) {
     }
     return got;
   });
-  ASSERT_EQ(outcome.size(), n());
-  for (const auto& [get_next, as_optional] : outcome) {
-    EXPECT_THAT(get_next, HasSubstr("outside of the replica function"));
-    EXPECT_THAT(as_optional, HasSubstr("outside of the replica function"));
+  // A pair result comes back regrouped: a pair of PerReplica.
+  const auto& [get_next, as_optional] = outcome;
+  ASSERT_EQ(get_next.size(), n());
+  ASSERT_EQ(as_optional.size(), n());
+  for (int r = 0; r < n(); ++r) {
+    EXPECT_THAT(get_next[r], HasSubstr("outside of the replica function"));
+    EXPECT_THAT(as_optional[r], HasSubstr("outside of the replica function"));
   }
   // Nothing was consumed: the first step is still the first.
   EXPECT_EQ(rows_of(it.get_next()), expected_steps(2 * n(), n(), n(), false)[0]);

@@ -296,6 +296,29 @@ TEST(LocalWorkers, ExtendedReducesOverWorkersAndUpdatesLocally) {
   }));
 }
 
+// Structures across workers: a dict all_reduce and a tuple reduce span
+// every worker's replicas; other keys on one worker are refused everywhere.
+TEST(LocalWorkers, StructuresReduceOverWorkersAndOtherKeysAreRefused) {
+  using Dict = std::map<std::string, Tensor>;
+  expect_all_returned(run_workers(2, 2, [&](int, MultiWorkerMirroredStrategy& s) {
+    auto [sum, n] = s.run([] {
+      const float id = static_cast<float>(current_replica_context().replica_id_in_sync_group());
+      const Dict d = current_replica_context().all_reduce(ReduceOp::SUM, Dict{{"g", Tensor(id)}});
+      return std::make_tuple(d.at("g"), Tensor(1));
+    });
+    const auto [total, count] = s.reduce(ReduceOp::SUM, std::make_tuple(sum, n));
+    EXPECT_EQ(total, Tensor(4.f * 6.f));  // every replica holds 0+1+2+3
+    EXPECT_EQ(count, Tensor(4));
+  }));
+  const auto errors = run_workers(2, 1, [&](int w, MultiWorkerMirroredStrategy& s) {
+    s.run([&] { current_replica_context().all_reduce(ReduceOp::SUM, Dict{{w == 0 ? "a" : "b", Tensor(1.f)}}); });
+  });
+  for (const auto& e : errors) {
+    EXPECT_TRUE(is<InvalidArgumentError>(e)) << what_of(e);
+    EXPECT_THAT(what_of(e), HasSubstr("replica(s) 1 passed other lengths or keys than replica 0"));
+  }
+}
+
 TEST(LocalWorkers, MismatchedCallsRaiseOnEveryWorkerAndTheChannelStaysInStep) {
   expect_all_returned(run_workers(2, 1, [](int w, MultiWorkerMirroredStrategy& s) {
     const std::string msg = message_of<InvalidArgumentError>([&] {
