@@ -135,18 +135,25 @@ Element empty_like(const Element& like) {
   return like.with_components(std::move(out));
 }
 
-std::optional<Element> ElementIterator::next_batch(std::int64_t n, std::vector<Element>& pending,
-                                                  std::int64_t& consumed) {
+std::vector<Element> take_batch_rows(ElementIterator& input, std::int64_t n, std::vector<Element>& pending,
+                                     std::int64_t& consumed, std::int64_t& first) {
   while (static_cast<std::int64_t>(pending.size()) < n) {
-    std::optional<Element> e = next();
+    std::optional<Element> e = input.next();
     if (!e.has_value()) break;
     pending.push_back(std::move(*e));
   }
   std::vector<Element> rows = std::move(pending);
   pending.clear();
-  if (rows.empty()) return std::nullopt;
-  const std::int64_t first = consumed;
+  first = consumed;
   consumed += static_cast<std::int64_t>(rows.size());
+  return rows;
+}
+
+std::optional<Element> ElementIterator::next_batch(std::int64_t n, std::vector<Element>& pending,
+                                                  std::int64_t& consumed) {
+  std::int64_t first = 0;
+  const std::vector<Element> rows = take_batch_rows(*this, n, pending, consumed, first);
+  if (rows.empty()) return std::nullopt;
   return stack_elements(rows, first, "Dataset::batch");
 }
 
@@ -343,17 +350,9 @@ class PaddedBatchNode final : public UnaryNode {
      public:
       It(std::unique_ptr<ElementIterator> input, const PaddedBatchNode& node) : input_(std::move(input)), node_(node) {}
       std::optional<Element> next() override {
-        // Rows gathered so far stay in rows_ when the input throws.
-        while (static_cast<std::int64_t>(rows_.size()) < node_.batch_size_) {
-          std::optional<Element> e = input_->next();
-          if (!e.has_value()) break;
-          rows_.push_back(std::move(*e));
-        }
-        std::vector<Element> rows = std::move(rows_);
-        rows_.clear();
+        std::int64_t first = 0;
+        const std::vector<Element> rows = take_batch_rows(*input_, node_.batch_size_, rows_, consumed_, first);
         if (rows.empty()) return std::nullopt;
-        const std::int64_t first = consumed_;
-        consumed_ += static_cast<std::int64_t>(rows.size());
         if (node_.drop_remainder_ && static_cast<std::int64_t>(rows.size()) < node_.batch_size_) return std::nullopt;
         return pad_and_stack(rows, first, node_.padded_shapes_, node_.padding_values_);
       }

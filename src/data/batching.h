@@ -15,6 +15,16 @@ namespace distribute::internal {
 // element index and both shapes.
 Element stack_elements(const std::vector<Element>& rows, std::int64_t first_index, const char* op);
 
+class ElementIterator;
+
+// Up to `n` rows for a batch: the rows in `pending` (kept there when the
+// input throws, so only the failing element is lost) topped up from
+// `input`, handed over (`pending` left empty). `first` is set to the
+// stream position of the first row and `consumed` advanced past the last.
+// Empty at the end of the input.
+std::vector<Element> take_batch_rows(ElementIterator& input, std::int64_t n, std::vector<Element>& pending,
+                                     std::int64_t& consumed, std::int64_t& first);
+
 // Concatenates batched elements component-wise along axis 0 (zero-copy for
 // adjacent slices).
 Element concat_elements(const std::vector<Element>& parts);

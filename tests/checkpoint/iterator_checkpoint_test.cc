@@ -192,30 +192,35 @@ TEST_F(IteratorCheckpointTest, AnotherReplicaCountAfterAPartialBatchInsideTheStr
                     HasSubstr("restore with the replica count it was saved with")));
 }
 
-TEST_F(IteratorCheckpointTest, AnEarlierIterationOfTheSameDatasetDoesNotShiftTheShuffle) {
-  // The saving process iterated the dataset once before (an evaluation
-  // pass): its shuffle was at its second iteration when the tracked
-  // iterator was made, and the restore sets it back there.
+// The saving process iterated make()'s dataset once before (an evaluation
+// pass), so its shuffles were at their second iteration when the tracked
+// iterator was made; saved after `at` steps, the position restores into a
+// new definition's iterator whose next `n` steps are the saved iterator's.
+void expect_restores_after_an_earlier_pass(const std::function<Dataset()>& make, const std::string& dir, int at,
+                                           int n) {
   MirroredStrategy strategy(cpus(2));
-  Dataset pipeline = natural_pipeline();
-  DistributedDataset data = strategy.experimental_distribute_dataset(pipeline);
+  DistributedDataset data = strategy.experimental_distribute_dataset(make());
   {
     DistributedIterator warm = data.make_iterator();
     warm.get_next();
   }
   DistributedIterator it = data.make_iterator();
-  for (int i = 0; i < 9; ++i) it.get_next();
+  for (int i = 0; i < at; ++i) it.get_next();
   Checkpoint save;
   save.track("iterator", it);
-  const std::string path = save.save(dir_);
-  const auto expected = steps_of(it, 20);
+  const std::string path = save.save(dir);
+  const auto expected = steps_of(it, n);
 
-  DistributedDataset again = strategy.experimental_distribute_dataset(natural_pipeline());
+  DistributedDataset again = strategy.experimental_distribute_dataset(make());
   DistributedIterator restored = again.make_iterator();
   Checkpoint load;
   load.track("iterator", restored);
   load.restore(path);
-  EXPECT_EQ(steps_of(restored, 20), expected);
+  EXPECT_EQ(steps_of(restored, n), expected);
+}
+
+TEST_F(IteratorCheckpointTest, AnEarlierIterationOfTheSameDatasetDoesNotShiftTheShuffle) {
+  expect_restores_after_an_earlier_pass([] { return natural_pipeline(); }, dir_, 9, 20);
 }
 
 TEST_F(IteratorCheckpointTest, PipelinesThatCannotBeReplayedAreRefusedAtTrack) {
@@ -335,25 +340,7 @@ TEST_F(IteratorCheckpointTest, ResumesAZipOfShuffledBranchesAndTheNewTransformat
         .padded_batch(6)
         .repeat();
   };
-  MirroredStrategy strategy(cpus(2));
-  DistributedDataset data = strategy.experimental_distribute_dataset(pipeline());
-  {
-    DistributedIterator warm = data.make_iterator();
-    warm.get_next();
-  }
-  DistributedIterator it = data.make_iterator();
-  for (int i = 0; i < 25; ++i) it.get_next();
-  Checkpoint save;
-  save.track("iterator", it);
-  const std::string path = save.save(dir_);
-  const auto expected = steps_of(it, 30);
-
-  DistributedDataset again = strategy.experimental_distribute_dataset(pipeline());
-  DistributedIterator restored = again.make_iterator();
-  Checkpoint load;
-  load.track("iterator", restored);
-  load.restore(path);
-  EXPECT_EQ(steps_of(restored, 30), expected);
+  expect_restores_after_an_earlier_pass(pipeline, dir_, 25, 30);
 }
 
 TEST_F(IteratorCheckpointTest, ACacheOfAReshufflingShuffleIsRefused) {
