@@ -182,6 +182,19 @@ class Checkpoint {
   // raises inside a replica function.
   Strategy& strategy_for(const char* method) const;
   static std::vector<std::int64_t> over_workers(Strategy& strategy, std::int64_t value);
+  // restore()'s steps (checkpoint.cc): the file's value for every tracked
+  // entry, checked (names, dtypes, shapes, ranges); the tracked iterators'
+  // pipelines against their saved fingerprints (over the workers); the
+  // iterators replayed to their saved positions, on new ones; the replayed
+  // rows against the saved ones (over the workers); the tracked values
+  // changed.
+  std::vector<Tensor> read_tracked(const std::string& path, const RestoreOptions& options) const;
+  void check_pipelines(Strategy& strategy, const std::string& path, const std::vector<Tensor>& restored) const;
+  std::vector<std::optional<DistributedIterator>> replay_iterators(const std::string& path,
+                                                                   const std::vector<Tensor>& restored) const;
+  void check_replayed_rows(Strategy& strategy, const std::string& path, const std::vector<Tensor>& restored,
+                           const std::vector<std::optional<DistributedIterator>>& replayed) const;
+  void assign(std::vector<Tensor>& restored, std::vector<std::optional<DistributedIterator>>& replayed);
 
   CheckpointOptions options_;
   std::vector<Entry> entries_;

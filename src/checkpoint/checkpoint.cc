@@ -327,85 +327,16 @@ std::vector<std::pair<std::string, Tensor>> load_checkpoint(const std::string& p
   return out;
 }
 
+// restore() in steps: read and check the file, agree over the workers,
+// check the iterators' pipelines, replay them, check the replayed rows,
+// then change the tracked values. Everything is read and checked before any
+// state changes.
 void Checkpoint::restore(const std::string& path, const RestoreOptions& options) {
   Strategy& strategy = strategy_for("restore");
-  // Everything is read and checked before any state changes.
-  std::vector<Tensor> restored(entries_.size());
+  std::vector<Tensor> restored;
   std::exception_ptr failure;
   try {
-    const std::vector<std::byte> file = read_file(path);
-    std::vector<NamedTensor> saved = decode(file, path);
-    std::map<std::string, Tensor> by_name;
-    for (NamedTensor& e : saved) by_name.emplace(std::move(e.name), std::move(e.value));
-    std::vector<std::string> missing;
-    for (std::size_t i = 0; i < entries_.size(); ++i) {
-      const auto it = by_name.find(entries_[i].name);
-      if (it == by_name.end()) {
-        missing.push_back(quote_name(entries_[i].name));
-        continue;
-      }
-      restored[i] = std::move(it->second);
-      by_name.erase(it);
-    }
-    auto list = [](const std::vector<std::string>& names) {
-      std::string out;
-      for (const std::string& n : names) out += (out.empty() ? "" : ", ") + n;
-      return out;
-    };
-    if (!missing.empty()) {
-      throw NotFoundError("checkpoint " + path + " has no entry for the tracked " + list(missing) +
-                          " (was it saved by a Checkpoint tracking other names?)");
-    }
-    if (!by_name.empty() && !options.expect_partial) {
-      std::vector<std::string> unexpected;
-      for (const auto& [name, value] : by_name) unexpected.push_back(quote_name(name));
-      throw InvalidArgumentError("checkpoint " + path + " holds " + list(unexpected) +
-                                 ", which this Checkpoint does not track; track the same names as the Checkpoint "
-                                 "that saved it, or restore with RestoreOptions::expect_partial to leave them out");
-    }
-    for (std::size_t i = 0; i < entries_.size(); ++i) {
-      const auto [dtype, shape] = std::visit(
-          [](const auto& target) -> std::pair<DType, Shape> {
-            using T = std::decay_t<decltype(target)>;
-            if constexpr (std::is_same_v<T, Variable>) {
-              return {target.dtype(), target.shape()};
-            } else if constexpr (std::is_same_v<T, Tensor*>) {
-              return {target->dtype(), target->shape()};
-            } else if constexpr (std::is_same_v<T, DistributedIterator*>) {
-              const auto n = 3 + internal::IteratorAccess::position(*target).shuffle_iterations.size();
-              return {DType::kInt64, Shape{static_cast<std::int64_t>(n)}};
-            } else {
-              return {DType::kInt64, Shape{}};
-            }
-          },
-          entries_[i].target);
-      if (std::holds_alternative<DistributedIterator*>(entries_[i].target) &&
-          (restored[i].dtype() != dtype || restored[i].shape() != shape)) {
-        throw InvalidArgumentError("checkpoint " + path + ": " + quote_name(entries_[i].name) +
-                                   " was saved from another input pipeline than the tracked iterator's (its position "
-                                   "is " + internal::describe(restored[i].dtype(), restored[i].shape()) +
-                                   ", the tracked iterator's " + internal::describe(dtype, shape) +
-                                   ": another number of shuffles)");
-      }
-      if (restored[i].dtype() != dtype || restored[i].shape() != shape) {
-        throw InvalidArgumentError("checkpoint " + path + ": " + quote_name(entries_[i].name) + " was saved with " +
-                                   internal::describe(restored[i].dtype(), restored[i].shape()) + ", the tracked value has " +
-                                   internal::describe(dtype, shape));
-      }
-      if (std::holds_alternative<DistributedIterator*>(entries_[i].target) && position_of(restored[i]).steps < 0) {
-        throw InvalidArgumentError("checkpoint " + path + ": " + quote_name(entries_[i].name) +
-                                   " holds a position of " + std::to_string(position_of(restored[i]).steps) +
-                                   " steps, expected at least 0");
-      }
-      if (std::holds_alternative<std::int32_t*>(entries_[i].target)) {
-        const auto v = restored[i].item<std::int64_t>();
-        if (v < std::numeric_limits<std::int32_t>::min() || v > std::numeric_limits<std::int32_t>::max()) {
-          throw InvalidArgumentError("checkpoint " + path + ": " + quote_name(entries_[i].name) +
-                                     " holds " + std::to_string(v) +
-                                     ", the tracked int32 expects a value in [-2147483648, 2147483647]");
-        }
-      }
-    }
+    restored = read_tracked(path, options);
   } catch (...) {
     failure = std::current_exception();
   }
@@ -425,32 +356,14 @@ void Checkpoint::restore(const std::string& path, const RestoreOptions& options)
     }
   }
   if (failure) std::rethrow_exception(failure);
-  // A tracked iterator's pipeline must be the one its position was saved
-  // from (checked over the workers: every worker gets the same verdict).
-  for (std::size_t i = 0; i < entries_.size(); ++i) {
-    auto* const* it = std::get_if<DistributedIterator*>(&entries_[i].target);
-    if (it == nullptr) continue;
-    const std::uint64_t mine =
-        combined(over_workers(strategy, std::bit_cast<std::int64_t>(internal::IteratorAccess::fingerprint(**it))));
-    if (mine != position_of(restored[i]).fingerprint) {
-      throw InvalidArgumentError("checkpoint " + path + ": " + quote_name(entries_[i].name) +
-                                 " was saved from another input pipeline than the tracked iterator's (" +
-                                 internal::IteratorAccess::describe(**it) +
-                                 "); restore it into an iterator of the same pipeline definition");
-    }
-  }
+  check_pipelines(strategy, path, restored);
   // Iterators are replayed into new ones before anything changes, each
   // worker on its own (a replay fails when the pipeline ends before the
   // saved position, or raises the pipeline's own error); then the workers
   // agree on the outcome.
-  std::vector<std::optional<DistributedIterator>> replayed(entries_.size());
+  std::vector<std::optional<DistributedIterator>> replayed;
   try {
-    for (std::size_t i = 0; i < entries_.size(); ++i) {
-      if (auto* const* it = std::get_if<DistributedIterator*>(&entries_[i].target)) {
-        replayed[i].emplace(internal::IteratorAccess::at(**it, position_of(restored[i]),
-                                                         "checkpoint " + path + ": " + quote_name(entries_[i].name)));
-      }
-    }
+    replayed = replay_iterators(path, restored);
   } catch (...) {
     failure = std::current_exception();
   }
@@ -465,6 +378,119 @@ void Checkpoint::restore(const std::string& path, const RestoreOptions& options)
     }
   }
   if (failure) std::rethrow_exception(failure);
+  check_replayed_rows(strategy, path, restored, replayed);
+  assign(restored, replayed);
+}
+
+std::vector<Tensor> Checkpoint::read_tracked(const std::string& path, const RestoreOptions& options) const {
+  std::vector<Tensor> restored(entries_.size());
+  const std::vector<std::byte> file = read_file(path);
+  std::vector<NamedTensor> saved = decode(file, path);
+  std::map<std::string, Tensor> by_name;
+  for (NamedTensor& e : saved) by_name.emplace(std::move(e.name), std::move(e.value));
+  std::vector<std::string> missing;
+  for (std::size_t i = 0; i < entries_.size(); ++i) {
+    const auto it = by_name.find(entries_[i].name);
+    if (it == by_name.end()) {
+      missing.push_back(quote_name(entries_[i].name));
+      continue;
+    }
+    restored[i] = std::move(it->second);
+    by_name.erase(it);
+  }
+  auto list = [](const std::vector<std::string>& names) {
+    std::string out;
+    for (const std::string& n : names) out += (out.empty() ? "" : ", ") + n;
+    return out;
+  };
+  if (!missing.empty()) {
+    throw NotFoundError("checkpoint " + path + " has no entry for the tracked " + list(missing) +
+                        " (was it saved by a Checkpoint tracking other names?)");
+  }
+  if (!by_name.empty() && !options.expect_partial) {
+    std::vector<std::string> unexpected;
+    for (const auto& [name, value] : by_name) unexpected.push_back(quote_name(name));
+    throw InvalidArgumentError("checkpoint " + path + " holds " + list(unexpected) +
+                               ", which this Checkpoint does not track; track the same names as the Checkpoint "
+                               "that saved it, or restore with RestoreOptions::expect_partial to leave them out");
+  }
+  for (std::size_t i = 0; i < entries_.size(); ++i) {
+    const auto [dtype, shape] = std::visit(
+        [](const auto& target) -> std::pair<DType, Shape> {
+          using T = std::decay_t<decltype(target)>;
+          if constexpr (std::is_same_v<T, Variable>) {
+            return {target.dtype(), target.shape()};
+          } else if constexpr (std::is_same_v<T, Tensor*>) {
+            return {target->dtype(), target->shape()};
+          } else if constexpr (std::is_same_v<T, DistributedIterator*>) {
+            const auto n = 3 + internal::IteratorAccess::position(*target).shuffle_iterations.size();
+            return {DType::kInt64, Shape{static_cast<std::int64_t>(n)}};
+          } else {
+            return {DType::kInt64, Shape{}};
+          }
+        },
+        entries_[i].target);
+    if (std::holds_alternative<DistributedIterator*>(entries_[i].target) &&
+        (restored[i].dtype() != dtype || restored[i].shape() != shape)) {
+      throw InvalidArgumentError("checkpoint " + path + ": " + quote_name(entries_[i].name) +
+                                 " was saved from another input pipeline than the tracked iterator's (its position "
+                                 "is " + internal::describe(restored[i].dtype(), restored[i].shape()) +
+                                 ", the tracked iterator's " + internal::describe(dtype, shape) +
+                                 ": another number of shuffles)");
+    }
+    if (restored[i].dtype() != dtype || restored[i].shape() != shape) {
+      throw InvalidArgumentError("checkpoint " + path + ": " + quote_name(entries_[i].name) + " was saved with " +
+                                 internal::describe(restored[i].dtype(), restored[i].shape()) + ", the tracked value has " +
+                                 internal::describe(dtype, shape));
+    }
+    if (std::holds_alternative<DistributedIterator*>(entries_[i].target) && position_of(restored[i]).steps < 0) {
+      throw InvalidArgumentError("checkpoint " + path + ": " + quote_name(entries_[i].name) +
+                                 " holds a position of " + std::to_string(position_of(restored[i]).steps) +
+                                 " steps, expected at least 0");
+    }
+    if (std::holds_alternative<std::int32_t*>(entries_[i].target)) {
+      const auto v = restored[i].item<std::int64_t>();
+      if (v < std::numeric_limits<std::int32_t>::min() || v > std::numeric_limits<std::int32_t>::max()) {
+        throw InvalidArgumentError("checkpoint " + path + ": " + quote_name(entries_[i].name) +
+                                   " holds " + std::to_string(v) +
+                                   ", the tracked int32 expects a value in [-2147483648, 2147483647]");
+      }
+    }
+  }
+  return restored;
+}
+
+void Checkpoint::check_pipelines(Strategy& strategy, const std::string& path, const std::vector<Tensor>& restored) const {
+  // A tracked iterator's pipeline must be the one its position was saved
+  // from (checked over the workers: every worker gets the same verdict).
+  for (std::size_t i = 0; i < entries_.size(); ++i) {
+    auto* const* it = std::get_if<DistributedIterator*>(&entries_[i].target);
+    if (it == nullptr) continue;
+    const std::uint64_t mine =
+        combined(over_workers(strategy, std::bit_cast<std::int64_t>(internal::IteratorAccess::fingerprint(**it))));
+    if (mine != position_of(restored[i]).fingerprint) {
+      throw InvalidArgumentError("checkpoint " + path + ": " + quote_name(entries_[i].name) +
+                                 " was saved from another input pipeline than the tracked iterator's (" +
+                                 internal::IteratorAccess::describe(**it) +
+                                 "); restore it into an iterator of the same pipeline definition");
+    }
+  }
+}
+
+std::vector<std::optional<DistributedIterator>> Checkpoint::replay_iterators(const std::string& path,
+                                                                             const std::vector<Tensor>& restored) const {
+  std::vector<std::optional<DistributedIterator>> replayed(entries_.size());
+  for (std::size_t i = 0; i < entries_.size(); ++i) {
+    if (auto* const* it = std::get_if<DistributedIterator*>(&entries_[i].target)) {
+      replayed[i].emplace(internal::IteratorAccess::at(**it, position_of(restored[i]),
+                                                       "checkpoint " + path + ": " + quote_name(entries_[i].name)));
+    }
+  }
+  return replayed;
+}
+
+void Checkpoint::check_replayed_rows(Strategy& strategy, const std::string& path, const std::vector<Tensor>& restored,
+                                     const std::vector<std::optional<DistributedIterator>>& replayed) const {
   // The replayed steps must hold the saved rows (summed over the workers:
   // every worker gets the same verdict): a partial batch inside the
   // stream is cut differently for another replica count.
@@ -482,6 +508,9 @@ void Checkpoint::restore(const std::string& path, const RestoreOptions& options)
           "another replica count; restore with the replica count it was saved with");
     }
   }
+}
+
+void Checkpoint::assign(std::vector<Tensor>& restored, std::vector<std::optional<DistributedIterator>>& replayed) {
   for (std::size_t i = 0; i < entries_.size(); ++i) {
     if (replayed[i].has_value()) {
       *std::get<DistributedIterator*>(entries_[i].target) = std::move(*replayed[i]);
