@@ -82,6 +82,10 @@ struct ValueContext {
   int num_replicas_in_sync = 1;
 };
 
+namespace internal {
+class StrategyAccess;
+}  // namespace internal
+
 class StrategyExtended;
 
 class Strategy {
@@ -279,8 +283,9 @@ class Strategy {
  private:
   friend class StrategyScope;
   friend class ReplicaContext;
-  friend class Variable;
-  friend class Checkpoint;  // multi-worker save and restore
+  // Variables and checkpoints reach the cross-worker helpers through it
+  // (src/strategy/strategy_access.h).
+  friend class internal::StrategyAccess;
   friend ReplicaContext* get_replica_context();
 
   ReplicaContext& replica_context(int replica) { return *replica_contexts_[static_cast<std::size_t>(replica)]; }

@@ -30,6 +30,7 @@
 #include "distribute/replica_context.h"
 #include "distribute/strategy.h"
 #include "strategy/context.h"
+#include "strategy/strategy_access.h"
 
 namespace distribute {
 
@@ -120,7 +121,7 @@ Tensor position_tensor(const internal::IteratorPosition& p) {
 std::vector<std::int64_t> Checkpoint::over_workers(Strategy& strategy, std::int64_t value) {
   if (strategy.num_workers() <= 1) return {value};
   const Tensor all =
-      strategy.gather_over_workers(Tensor(std::vector<std::int64_t>{value}, Shape{1}), 0, "checkpoint iterator");
+      internal::StrategyAccess::gather_over_workers(strategy, Tensor(std::vector<std::int64_t>{value}, Shape{1}), 0, "checkpoint iterator");
   const auto v = all.data<std::int64_t>();
   return {v.begin(), v.end()};
 }
@@ -275,10 +276,10 @@ std::string Checkpoint::commit(const std::string& directory, const char* method,
     // Every worker returns after the chief's commit, with its path, or
     // raises the chief's error.
     const Tensor status =
-        strategy.broadcast_from_chief(Tensor(std::vector<std::int64_t>{failure ? static_cast<std::int64_t>(code) : 0}, Shape{1}));
+        internal::StrategyAccess::broadcast_from_chief(strategy, Tensor(std::vector<std::int64_t>{failure ? static_cast<std::int64_t>(code) : 0}, Shape{1}));
     const auto s = status.data<std::int64_t>();
     // The chief's error message, or the path it wrote, as text.
-    const std::string text = strategy.text_from_chief(failure ? message : path, "checkpoint save");
+    const std::string text = internal::StrategyAccess::text_from_chief(strategy, failure ? message : path, "checkpoint save");
     if (s[0] != 0) {
       if (failure) std::rethrow_exception(failure);
       throw_error(static_cast<ErrorCode>(s[0]), "the chief (worker 0) could not save the checkpoint: " + text);
@@ -343,7 +344,7 @@ void Checkpoint::restore(const std::string& path, const RestoreOptions& options)
   if (strategy.num_workers() > 1) {
     // No worker changes anything unless every worker's checks passed
     // (assigning a SyncOnReadVariable is a collective, too).
-    const Tensor failed = strategy.gather_over_workers(Tensor({failure ? std::int64_t{1} : std::int64_t{0}}), 0);
+    const Tensor failed = internal::StrategyAccess::gather_over_workers(strategy, Tensor({failure ? std::int64_t{1} : std::int64_t{0}}), 0);
     if (failure) std::rethrow_exception(failure);
     std::string workers;
     const auto flags = failed.data<std::int64_t>();
@@ -368,7 +369,7 @@ void Checkpoint::restore(const std::string& path, const RestoreOptions& options)
     failure = std::current_exception();
   }
   if (strategy.num_workers() > 1) {
-    const Tensor failed = strategy.gather_over_workers(Tensor({failure ? std::int64_t{1} : std::int64_t{0}}), 0);
+    const Tensor failed = internal::StrategyAccess::gather_over_workers(strategy, Tensor({failure ? std::int64_t{1} : std::int64_t{0}}), 0);
     if (failure) std::rethrow_exception(failure);
     for (std::int64_t f : failed.data<std::int64_t>()) {
       if (f != 0) {

@@ -7,6 +7,7 @@
 #include "distribute/errors.h"
 #include "distribute/strategy.h"
 #include "strategy/context.h"
+#include "strategy/strategy_access.h"
 
 namespace distribute {
 
@@ -51,13 +52,12 @@ Variable::Variable(Tensor initial_value, VariableOptions options) : state_(std::
   const internal::ThreadMode* mode = internal::current_mode();
   Strategy* strategy = nullptr;
   if (mode != nullptr && mode->replica != nullptr) {
-    if (mode->strategy->kind_ == Strategy::Kind::kMirrored || mode->strategy->kind_ == Strategy::Kind::kMultiWorker) {
+    if (internal::StrategyAccess::distributes_variables(*mode->strategy)) {
       throw FailedPreconditionError("Variable " + quoted(s.name) + ": cannot create a variable inside a replica "
                                     "function of " + mode->strategy->to_string() +
                                     "; create it in strategy.scope() outside run");
     }
-  } else if (mode != nullptr && (mode->strategy->kind_ == Strategy::Kind::kMirrored ||
-                                 mode->strategy->kind_ == Strategy::Kind::kMultiWorker)) {
+  } else if (mode != nullptr && internal::StrategyAccess::distributes_variables(*mode->strategy)) {
     strategy = mode->strategy;
   }
   if (strategy != nullptr && options.synchronization == VariableSynchronization::NONE) {
@@ -82,13 +82,14 @@ Variable::Variable(Tensor initial_value, VariableOptions options) : state_(std::
   // is created, so the first difference is named), each starting from the
   // chief's value.
   if (strategy != nullptr && strategy->num_workers() > 1) {
-    strategy->check_same_on_workers("variable #" + std::to_string(strategy->variables_created_++),
-                                    quoted(s.name) + " " + internal::describe(s.dtype, s.shape) + " " +
-                                        (s.synchronization == VariableSynchronization::ON_READ ? "ON_READ" : "ON_WRITE") +
-                                        " " + std::string(variable_aggregation_name(s.aggregation)));
+    internal::StrategyAccess::check_same_on_workers(
+        *strategy, "variable #" + std::to_string(internal::StrategyAccess::next_variable_number(*strategy)),
+        quoted(s.name) + " " + internal::describe(s.dtype, s.shape) + " " +
+            (s.synchronization == VariableSynchronization::ON_READ ? "ON_READ" : "ON_WRITE") + " " +
+            std::string(variable_aggregation_name(s.aggregation)));
   }
   s.components.assign(static_cast<std::size_t>(n),
-                      strategy != nullptr ? strategy->broadcast_from_chief(initial_value) : initial_value);
+                      strategy != nullptr ? internal::StrategyAccess::broadcast_from_chief(*strategy, initial_value) : initial_value);
 }
 
 const std::string& Variable::name() const noexcept { return state_->name; }
@@ -141,12 +142,12 @@ Tensor Variable::value() const {
   if (s.synchronization == VariableSynchronization::ON_WRITE) return s.components[0];
   switch (s.aggregation) {
     // With several workers these reads are collectives: every worker reads.
-    case VariableAggregation::ONLY_FIRST_REPLICA: return s.strategy->broadcast_from_chief(s.components[0]);
+    case VariableAggregation::ONLY_FIRST_REPLICA: return internal::StrategyAccess::broadcast_from_chief(*s.strategy, s.components[0]);
     case VariableAggregation::SUM:
     case VariableAggregation::MEAN: {
       Tensor total = s.components[0];
       for (std::size_t i = 1; i < s.components.size(); ++i) total = total + s.components[i];
-      total = s.strategy->sum_over_workers(total);
+      total = internal::StrategyAccess::sum_over_workers(*s.strategy, total);
       if (s.aggregation == VariableAggregation::MEAN) {
         total = total / static_cast<double>(s.strategy->num_replicas_in_sync());
       }
@@ -243,7 +244,7 @@ Tensor Variable::update(Update kind, const Tensor& value) {
         // (The first replica is worker 0's: with several workers its value
         // comes from there.)
         const Tensor combined = aggregation == VariableAggregation::ONLY_FIRST_REPLICA
-                                    ? strategy.broadcast_from_chief(values[0])
+                                    ? internal::StrategyAccess::broadcast_from_chief(strategy, values[0])
                                     : strategy.reduce(aggregation == VariableAggregation::SUM ? ReduceOp::SUM
                                                                                                : ReduceOp::MEAN,
                                                       values);

@@ -1,0 +1,35 @@
+// What the layers above the strategy (variables, checkpoints) need of a
+// Strategy beyond its public API: its kind and the cross-worker helpers.
+// One narrow door instead of befriending each of those classes.
+#pragma once
+
+#include <string>
+
+#include "distribute/strategy.h"
+
+namespace distribute::internal {
+
+class StrategyAccess {
+ public:
+  // Whether variables created in its scope are distributed (a mirrored or
+  // multi-worker strategy).
+  static bool distributes_variables(const Strategy& s) {
+    return s.kind_ == Strategy::Kind::kMirrored || s.kind_ == Strategy::Kind::kMultiWorker;
+  }
+  // The number of the next variable created under it (multi-worker checks).
+  static int next_variable_number(Strategy& s) { return s.variables_created_++; }
+
+  static void check_same_on_workers(Strategy& s, const std::string& what, const std::string& description) {
+    s.check_same_on_workers(what, description);
+  }
+  static Tensor broadcast_from_chief(Strategy& s, const Tensor& value) { return s.broadcast_from_chief(value); }
+  static Tensor sum_over_workers(Strategy& s, const Tensor& value) { return s.sum_over_workers(value); }
+  static Tensor gather_over_workers(Strategy& s, const Tensor& value, int axis, const char* what = "gather") {
+    return s.gather_over_workers(value, axis, what);
+  }
+  static std::string text_from_chief(Strategy& s, const std::string& text, const char* what) {
+    return s.text_from_chief(text, what);
+  }
+};
+
+}  // namespace distribute::internal
