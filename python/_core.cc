@@ -453,10 +453,14 @@ dist::InputOptions input_options(int buffer_size, const std::string& policy) {
 
 std::string policy_name(dist::AutoShardPolicy policy) {
   switch (policy) {
-    case dist::AutoShardPolicy::AUTO: return "AUTO";
-    case dist::AutoShardPolicy::FILE: return "FILE";
-    case dist::AutoShardPolicy::DATA: return "DATA";
-    case dist::AutoShardPolicy::OFF: return "OFF";
+    case dist::AutoShardPolicy::AUTO:
+      return "AUTO";
+    case dist::AutoShardPolicy::FILE:
+      return "FILE";
+    case dist::AutoShardPolicy::DATA:
+      return "DATA";
+    case dist::AutoShardPolicy::OFF:
+      return "OFF";
   }
   return "AUTO";
 }
@@ -617,9 +621,8 @@ PYBIND11_MODULE(_core, m) {
                   [](std::vector<dist::Tensor> components, bool is_tuple) {
                     return dist::Dataset::from_tensors(element_of(std::move(components), is_tuple));
                   })
-      .def_static("range", [](std::int64_t start, std::int64_t stop, std::int64_t step) {
-        return dist::Dataset::range(start, stop, step);
-      })
+      .def_static("range", [](std::int64_t start, std::int64_t stop,
+                              std::int64_t step) { return dist::Dataset::range(start, stop, step); })
       .def("batch", &dist::Dataset::batch)
       .def("unbatch", &dist::Dataset::unbatch)
       .def("shuffle", &dist::Dataset::shuffle)
@@ -677,7 +680,8 @@ PYBIND11_MODULE(_core, m) {
       .def("with_options",
            [](const dist::Dataset& d, std::optional<std::string> policy) {
              dist::Options options;
-             if (policy.has_value()) options.experimental_distribute.auto_shard_policy = input_options(1, *policy).auto_shard_policy;
+             if (policy.has_value())
+               options.experimental_distribute.auto_shard_policy = input_options(1, *policy).auto_shard_policy;
              return d.with_options(options);
            })
       .def("auto_shard_policy",
@@ -796,7 +800,8 @@ PYBIND11_MODULE(_core, m) {
            [](dist::Strategy& s, const dist::Variable& var, py::function fn) {
              std::vector<int> components(static_cast<std::size_t>(var.num_components()));
              for (std::size_t r = 0; r < components.size(); ++r) components[r] = static_cast<int>(r);
-             s.extended().update(var, [&](dist::Variable&, int r) { fn(r); }, dist::PerReplica<int>(components));
+             s.extended().update(
+                 var, [&](dist::Variable&, int r) { fn(r); }, dist::PerReplica<int>(components));
            })
       // kind: "plain", "per_replica" or "mirrored" values.
       .def("extended_reduce_to",
@@ -807,9 +812,11 @@ PYBIND11_MODULE(_core, m) {
              const dist::StrategyExtended ext = s.extended();
              if (kind == "plain") return ext.reduce_to(reduce_op(op), values.at(0), destination).values();
              if (kind == "mirrored") {
-               return ext.reduce_to(reduce_op(op), dist::Mirrored<dist::Tensor>(std::move(values)), destination).values();
+               return ext.reduce_to(reduce_op(op), dist::Mirrored<dist::Tensor>(std::move(values)), destination)
+                   .values();
              }
-             return ext.reduce_to(reduce_op(op), dist::PerReplica<dist::Tensor>(std::move(values)), destination).values();
+             return ext.reduce_to(reduce_op(op), dist::PerReplica<dist::Tensor>(std::move(values)), destination)
+                 .values();
            })
       .def("variable_created_in_scope",
            [](dist::Strategy& s, const dist::Variable& v) { return s.extended().variable_created_in_scope(v); })
@@ -914,24 +921,24 @@ PYBIND11_MODULE(_core, m) {
       .def(py::init([](std::string directory, std::optional<int> max_to_keep, std::optional<double> hours,
                        std::string name, py::object step_counter, std::optional<std::int64_t> interval,
                        py::object init_fn) {
-             auto holder = std::make_unique<ManagerHolder>();
-             dist::CheckpointManagerOptions options;
-             options.max_to_keep = max_to_keep;
-             options.keep_checkpoint_every_n_hours = hours;
-             options.checkpoint_name = std::move(name);
-             if (!step_counter.is_none()) {
-               auto f = keep(new py::object(std::move(step_counter)));
-               options.step_counter = [f] { return with_gil([&] { return (*f)().cast<std::int64_t>(); }); };
-             }
-             options.checkpoint_interval = interval;
-             if (!init_fn.is_none()) {
-               auto f = keep(new py::object(std::move(init_fn)));
-               options.init_fn = [f] { with_gil([&] { (*f)(); }); };
-             }
-             holder->manager = std::make_unique<dist::CheckpointManager>(*holder->checkpoint, std::move(directory),
-                                                                         std::move(options));
-             return holder;
-           }))
+        auto holder = std::make_unique<ManagerHolder>();
+        dist::CheckpointManagerOptions options;
+        options.max_to_keep = max_to_keep;
+        options.keep_checkpoint_every_n_hours = hours;
+        options.checkpoint_name = std::move(name);
+        if (!step_counter.is_none()) {
+          auto f = keep(new py::object(std::move(step_counter)));
+          options.step_counter = [f] { return with_gil([&] { return (*f)().cast<std::int64_t>(); }); };
+        }
+        options.checkpoint_interval = interval;
+        if (!init_fn.is_none()) {
+          auto f = keep(new py::object(std::move(init_fn)));
+          options.init_fn = [f] { with_gil([&] { (*f)(); }); };
+        }
+        holder->manager =
+            std::make_unique<dist::CheckpointManager>(*holder->checkpoint, std::move(directory), std::move(options));
+        return holder;
+      }))
       .def(
           "save",
           [](ManagerHolder& h, dist::Checkpoint& c, std::optional<std::int64_t> number, bool check_interval) {

@@ -68,7 +68,6 @@ class InputContext {
   int num_replicas_in_sync_;
 };
 
-
 struct InputOptions {
   // Steps prepared ahead of the one being consumed, on a background thread;
   // 0 prepares each step inside get_next().

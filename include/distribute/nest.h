@@ -124,7 +124,8 @@ std::vector<std::string> keys_of(const M& m) {
 
 // The values at one position of every replica's structure.
 template <class T>
-regrouped_t<T> regroup_at(std::vector<T> values, std::uint64_t origin, const std::string& what, const std::string& path) {
+regrouped_t<T> regroup_at(std::vector<T> values, std::uint64_t origin, const std::string& what,
+                          const std::string& path) {
   if constexpr (is_tuple_like<T>::value) {
     return [&]<std::size_t... I>(std::index_sequence<I...>) {
       const auto at = [&]<std::size_t J>(std::integral_constant<std::size_t, J>) {
@@ -173,7 +174,9 @@ template <class T>
 std::vector<PerReplica<T>> regroup_list(const PerReplica<std::vector<T>>& value, const std::string& what = "regroup") {
   const auto& values = value.values();
   for (std::size_t r = 1; r < values.size(); ++r) {
-    if (values[r].size() != values[0].size()) detail::different_lengths(what, "", r, values[r].size(), values[0].size());
+    if (values[r].size() != values[0].size()) {
+      detail::different_lengths(what, "", r, values[r].size(), values[0].size());
+    }
   }
   std::vector<PerReplica<T>> out;
   out.reserve(values[0].size());

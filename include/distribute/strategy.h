@@ -252,7 +252,8 @@ class Strategy {
     requires(nest::is_structure_v<S> && nest::has_distributed_v<S>)
   std::vector<nest::unwrapped_t<S>> experimental_local_results(const S& value) const {
     std::vector<nest::unwrapped_t<S>> out;
-    for (std::size_t r = 0; r < static_cast<std::size_t>(num_local_replicas()); ++r) out.push_back(nest::select(value, r));
+    const auto replicas = static_cast<std::size_t>(num_local_replicas());
+    for (std::size_t r = 0; r < replicas; ++r) out.push_back(nest::select(value, r));
     return out;
   }
 

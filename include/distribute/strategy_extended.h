@@ -98,11 +98,14 @@ auto StrategyExtended::update(const Variable& var, F&& fn, const Args&... args) 
   Variable handle = var;
   using R = std::invoke_result_t<F&, Variable&, decltype(internal::select_replica(0, args))...>;
   if constexpr (std::is_void_v<R>) {
-    for_each_component(var, counts, [&]([[maybe_unused]] int r) { std::invoke(fn, handle, internal::select_replica(r, args)...); });
+    for_each_component(var, counts, [&]([[maybe_unused]] int r) {
+      std::invoke(fn, handle, internal::select_replica(r, args)...);
+    });
   } else {
     std::vector<std::decay_t<R>> results;
-    for_each_component(var, counts,
-                       [&]([[maybe_unused]] int r) { results.push_back(std::invoke(fn, handle, internal::select_replica(r, args)...)); });
+    for_each_component(var, counts, [&]([[maybe_unused]] int r) {
+      results.push_back(std::invoke(fn, handle, internal::select_replica(r, args)...));
+    });
     return Mirrored<std::decay_t<R>>(std::move(results));
   }
 }

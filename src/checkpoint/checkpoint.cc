@@ -12,20 +12,20 @@
 #include <cerrno>
 #include <cstring>
 #include <exception>
-#include <functional>
 #include <filesystem>
+#include <functional>
 #include <limits>
 #include <map>
+#include <numeric>
 #include <system_error>
 #include <type_traits>
 #include <utility>
-#include <numeric>
 #include <variant>
 
 #include "checkpoint/checkpoint_codec.h"
 #include "checkpoint/checkpoint_files.h"
-#include "data/iterator_state.h"
 #include "core/describe.h"
+#include "data/iterator_state.h"
 #include "distribute/errors.h"
 #include "distribute/replica_context.h"
 #include "distribute/strategy.h"
@@ -35,11 +35,11 @@
 namespace distribute {
 
 using internal::checkpoint_file_name;
+using internal::checkpoint_numbers;
 using internal::decode;
 using internal::encode;
-using internal::NamedTensor;
-using internal::checkpoint_numbers;
 using internal::join;
+using internal::NamedTensor;
 using internal::quote_name;
 using internal::read_file;
 using internal::throw_io_error;
@@ -120,8 +120,8 @@ Tensor position_tensor(const internal::IteratorPosition& p) {
 // several workers; just `value` otherwise).
 std::vector<std::int64_t> Checkpoint::over_workers(Strategy& strategy, std::int64_t value) {
   if (strategy.num_workers() <= 1) return {value};
-  const Tensor all =
-      internal::StrategyAccess::gather_over_workers(strategy, Tensor(std::vector<std::int64_t>{value}, Shape{1}), 0, "checkpoint iterator");
+  const Tensor all = internal::StrategyAccess::gather_over_workers(
+      strategy, Tensor(std::vector<std::int64_t>{value}, Shape{1}), 0, "checkpoint iterator");
   const auto v = all.data<std::int64_t>();
   return {v.begin(), v.end()};
 }
@@ -275,11 +275,12 @@ std::string Checkpoint::commit(const std::string& directory, const char* method,
   if (strategy.num_workers() > 1) {
     // Every worker returns after the chief's commit, with its path, or
     // raises the chief's error.
-    const Tensor status =
-        internal::StrategyAccess::broadcast_from_chief(strategy, Tensor(std::vector<std::int64_t>{failure ? static_cast<std::int64_t>(code) : 0}, Shape{1}));
+    const Tensor status = internal::StrategyAccess::broadcast_from_chief(
+        strategy, Tensor(std::vector<std::int64_t>{failure ? static_cast<std::int64_t>(code) : 0}, Shape{1}));
     const auto s = status.data<std::int64_t>();
     // The chief's error message, or the path it wrote, as text.
-    const std::string text = internal::StrategyAccess::text_from_chief(strategy, failure ? message : path, "checkpoint save");
+    const std::string text =
+        internal::StrategyAccess::text_from_chief(strategy, failure ? message : path, "checkpoint save");
     if (s[0] != 0) {
       if (failure) std::rethrow_exception(failure);
       throw_error(static_cast<ErrorCode>(s[0]), "the chief (worker 0) could not save the checkpoint: " + text);
@@ -318,7 +319,8 @@ std::string Checkpoint::write(const std::string& path) {
   if (!p.has_filename()) throw InvalidArgumentError("Checkpoint::write: expected a file path, got " + quote_name(path));
   const std::string directory = p.has_parent_path() ? p.parent_path().string() : std::string(".");
   const std::string name = p.filename().string();
-  return commit(directory, "Checkpoint::write", /*create_directory=*/false, [name] { return name; }, nullptr);
+  return commit(
+      directory, "Checkpoint::write", /*create_directory=*/false, [name] { return name; }, nullptr);
 }
 
 std::vector<std::pair<std::string, Tensor>> load_checkpoint(const std::string& path) {
@@ -344,7 +346,8 @@ void Checkpoint::restore(const std::string& path, const RestoreOptions& options)
   if (strategy.num_workers() > 1) {
     // No worker changes anything unless every worker's checks passed
     // (assigning a SyncOnReadVariable is a collective, too).
-    const Tensor failed = internal::StrategyAccess::gather_over_workers(strategy, Tensor({failure ? std::int64_t{1} : std::int64_t{0}}), 0);
+    const Tensor failed = internal::StrategyAccess::gather_over_workers(
+        strategy, Tensor({failure ? std::int64_t{1} : std::int64_t{0}}), 0);
     if (failure) std::rethrow_exception(failure);
     std::string workers;
     const auto flags = failed.data<std::int64_t>();
@@ -369,7 +372,8 @@ void Checkpoint::restore(const std::string& path, const RestoreOptions& options)
     failure = std::current_exception();
   }
   if (strategy.num_workers() > 1) {
-    const Tensor failed = internal::StrategyAccess::gather_over_workers(strategy, Tensor({failure ? std::int64_t{1} : std::int64_t{0}}), 0);
+    const Tensor failed = internal::StrategyAccess::gather_over_workers(
+        strategy, Tensor({failure ? std::int64_t{1} : std::int64_t{0}}), 0);
     if (failure) std::rethrow_exception(failure);
     for (std::int64_t f : failed.data<std::int64_t>()) {
       if (f != 0) {
@@ -435,25 +439,25 @@ std::vector<Tensor> Checkpoint::read_tracked(const std::string& path, const Rest
         (restored[i].dtype() != dtype || restored[i].shape() != shape)) {
       throw InvalidArgumentError("checkpoint " + path + ": " + quote_name(entries_[i].name) +
                                  " was saved from another input pipeline than the tracked iterator's (its position "
-                                 "is " + internal::describe(restored[i].dtype(), restored[i].shape()) +
+                                 "is " +
+                                 internal::describe(restored[i].dtype(), restored[i].shape()) +
                                  ", the tracked iterator's " + internal::describe(dtype, shape) +
                                  ": another number of shuffles)");
     }
     if (restored[i].dtype() != dtype || restored[i].shape() != shape) {
       throw InvalidArgumentError("checkpoint " + path + ": " + quote_name(entries_[i].name) + " was saved with " +
-                                 internal::describe(restored[i].dtype(), restored[i].shape()) + ", the tracked value has " +
-                                 internal::describe(dtype, shape));
+                                 internal::describe(restored[i].dtype(), restored[i].shape()) +
+                                 ", the tracked value has " + internal::describe(dtype, shape));
     }
     if (std::holds_alternative<DistributedIterator*>(entries_[i].target) && position_of(restored[i]).steps < 0) {
-      throw InvalidArgumentError("checkpoint " + path + ": " + quote_name(entries_[i].name) +
-                                 " holds a position of " + std::to_string(position_of(restored[i]).steps) +
-                                 " steps, expected at least 0");
+      throw InvalidArgumentError("checkpoint " + path + ": " + quote_name(entries_[i].name) + " holds a position of " +
+                                 std::to_string(position_of(restored[i]).steps) + " steps, expected at least 0");
     }
     if (std::holds_alternative<std::int32_t*>(entries_[i].target)) {
       const auto v = restored[i].item<std::int64_t>();
       if (v < std::numeric_limits<std::int32_t>::min() || v > std::numeric_limits<std::int32_t>::max()) {
-        throw InvalidArgumentError("checkpoint " + path + ": " + quote_name(entries_[i].name) +
-                                   " holds " + std::to_string(v) +
+        throw InvalidArgumentError("checkpoint " + path + ": " + quote_name(entries_[i].name) + " holds " +
+                                   std::to_string(v) +
                                    ", the tracked int32 expects a value in [-2147483648, 2147483647]");
       }
     }
@@ -461,7 +465,8 @@ std::vector<Tensor> Checkpoint::read_tracked(const std::string& path, const Rest
   return restored;
 }
 
-void Checkpoint::check_pipelines(Strategy& strategy, const std::string& path, const std::vector<Tensor>& restored) const {
+void Checkpoint::check_pipelines(Strategy& strategy, const std::string& path,
+                                 const std::vector<Tensor>& restored) const {
   // A tracked iterator's pipeline must be the one its position was saved
   // from (checked over the workers: every worker gets the same verdict).
   for (std::size_t i = 0; i < entries_.size(); ++i) {
@@ -478,8 +483,8 @@ void Checkpoint::check_pipelines(Strategy& strategy, const std::string& path, co
   }
 }
 
-std::vector<std::optional<DistributedIterator>> Checkpoint::replay_iterators(const std::string& path,
-                                                                             const std::vector<Tensor>& restored) const {
+std::vector<std::optional<DistributedIterator>> Checkpoint::replay_iterators(
+    const std::string& path, const std::vector<Tensor>& restored) const {
   std::vector<std::optional<DistributedIterator>> replayed(entries_.size());
   for (std::size_t i = 0; i < entries_.size(); ++i) {
     if (auto* const* it = std::get_if<DistributedIterator*>(&entries_[i].target)) {

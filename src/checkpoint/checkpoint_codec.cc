@@ -66,7 +66,6 @@ std::string hex32(std::uint32_t v) {
   return std::string(buf, r.ptr);
 }
 
-
 // ---- Little-endian encoding ----
 class Writer {
  public:
@@ -263,6 +262,5 @@ std::vector<NamedTensor> decode(std::span<const std::byte> file, const std::stri
   }
   return entries;
 }
-
 
 }  // namespace distribute::internal

@@ -166,5 +166,4 @@ std::vector<std::byte> read_file(const std::string& path) {
   return data;
 }
 
-
 }  // namespace distribute::internal

@@ -34,7 +34,9 @@ std::optional<double> saved_at(const std::string& path) {
 }  // namespace
 
 CheckpointManager::CheckpointManager(Checkpoint& checkpoint, std::string directory, CheckpointManagerOptions options)
-    : checkpoint_(&checkpoint), directory_(std::move(directory)), options_(std::move(options)),
+    : checkpoint_(&checkpoint),
+      directory_(std::move(directory)),
+      options_(std::move(options)),
       last_preserved_time_(now_seconds()) {
   const auto bad = [](const std::string& what) { throw InvalidArgumentError("CheckpointManager: " + what); };
   if (directory_.empty()) bad("expected a directory, got an empty string");

@@ -150,7 +150,7 @@ std::vector<Element> take_batch_rows(ElementIterator& input, std::int64_t n, std
 }
 
 std::optional<Element> ElementIterator::next_batch(std::int64_t n, std::vector<Element>& pending,
-                                                  std::int64_t& consumed) {
+                                                   std::int64_t& consumed) {
   std::int64_t first = 0;
   const std::vector<Element> rows = take_batch_rows(*this, n, pending, consumed, first);
   if (rows.empty()) return std::nullopt;
@@ -203,7 +203,9 @@ class BatchNode final : public UnaryNode {
     return std::make_unique<It>(iterate(input_), batch_size_, drop_remainder_);
   }
   std::optional<std::int64_t> static_batch_size() const override { return batch_size_; }
-  std::int64_t cardinality() const override { return batched_cardinality(input_cardinality(), batch_size_, drop_remainder_); }
+  std::int64_t cardinality() const override {
+    return batched_cardinality(input_cardinality(), batch_size_, drop_remainder_);
+  }
   std::optional<ElementSpec> static_element_spec() const override {
     return with_batch_dim(input_.element_spec(), drop_remainder_ ? batch_size_ : -1);
   }
@@ -235,8 +237,8 @@ void copy_into_corner(const std::byte* src, const Shape& from, std::byte* dst, c
     return;
   }
   for (std::int64_t i = 0; i < from[d]; ++i) {
-    copy_into_corner(src + static_cast<std::size_t>(i) * src_stride, from, dst + static_cast<std::size_t>(i) * dst_stride,
-                     to, d + 1, element_bytes);
+    copy_into_corner(src + static_cast<std::size_t>(i) * src_stride, from,
+                     dst + static_cast<std::size_t>(i) * dst_stride, to, d + 1, element_bytes);
   }
 }
 
@@ -246,10 +248,18 @@ Tensor filled(DType dtype, Shape shape, double value, void** buffer) {
   Tensor t = allocate_tensor(dtype, std::move(shape), &data);
   const auto n = static_cast<std::size_t>(t.num_elements());
   switch (dtype) {
-    case DType::kFloat32: std::fill_n(static_cast<float*>(data), n, static_cast<float>(value)); break;
-    case DType::kFloat64: std::fill_n(static_cast<double*>(data), n, value); break;
-    case DType::kInt32: std::fill_n(static_cast<std::int32_t*>(data), n, static_cast<std::int32_t>(value)); break;
-    case DType::kInt64: std::fill_n(static_cast<std::int64_t*>(data), n, static_cast<std::int64_t>(value)); break;
+    case DType::kFloat32:
+      std::fill_n(static_cast<float*>(data), n, static_cast<float>(value));
+      break;
+    case DType::kFloat64:
+      std::fill_n(static_cast<double*>(data), n, value);
+      break;
+    case DType::kInt32:
+      std::fill_n(static_cast<std::int32_t*>(data), n, static_cast<std::int32_t>(value));
+      break;
+    case DType::kInt64:
+      std::fill_n(static_cast<std::int64_t*>(data), n, static_cast<std::int64_t>(value));
+      break;
   }
   return t;
 }
@@ -295,8 +305,8 @@ Element pad_and_stack(const std::vector<Element>& rows, std::int64_t first_index
       const std::vector<std::int64_t>& want = padded_shapes[c];
       if (want.size() != target.size()) {
         throw InvalidArgumentError(std::string(op) + ": expected a padded shape of rank " +
-                                   std::to_string(target.size()) + " for elements " + describe(first[c]) +
-                                   ", got " + shape_string(Shape(want)) + component);
+                                   std::to_string(target.size()) + " for elements " + describe(first[c]) + ", got " +
+                                   shape_string(Shape(want)) + component);
       }
       for (std::size_t d = 0; d < want.size(); ++d) {
         if (want[d] < 0) continue;
@@ -312,9 +322,8 @@ Element pad_and_stack(const std::vector<Element>& rows, std::int64_t first_index
     Shape batch_shape = target;
     batch_shape.insert(batch_shape.begin(), static_cast<std::int64_t>(rows.size()));
     void* data = nullptr;
-    Tensor batch =
-        filled(first[c].dtype(), std::move(batch_shape),
-               padding_values.empty() ? 0.0 : padding_values[std::min(c, padding_values.size() - 1)], &data);
+    Tensor batch = filled(first[c].dtype(), std::move(batch_shape),
+                          padding_values.empty() ? 0.0 : padding_values[std::min(c, padding_values.size() - 1)], &data);
     const std::size_t element_bytes = dtype_size(first[c].dtype());
     std::size_t row_bytes = element_bytes;
     for (std::int64_t dim : target) row_bytes *= static_cast<std::size_t>(dim);
@@ -366,7 +375,9 @@ class PaddedBatchNode final : public UnaryNode {
     return std::make_unique<It>(iterate(input_), *this);
   }
   std::optional<std::int64_t> static_batch_size() const override { return batch_size_; }
-  std::int64_t cardinality() const override { return batched_cardinality(input_cardinality(), batch_size_, drop_remainder_); }
+  std::int64_t cardinality() const override {
+    return batched_cardinality(input_cardinality(), batch_size_, drop_remainder_);
+  }
   std::optional<ElementSpec> static_element_spec() const override {
     ElementSpec spec = input_.element_spec();
     for (std::size_t c = 0; c < spec.components.size(); ++c) {
@@ -555,8 +566,10 @@ Dataset Dataset::padded_batch(std::int64_t batch_size, std::vector<std::vector<s
   for (const auto& shape : padded_shapes) {
     for (std::int64_t d : shape) {
       if (d < -1) {
-        throw InvalidArgumentError("Dataset::padded_batch: expected padded dimensions >= 0 (or -1: the batch's "
-                                   "largest), got " + shape_string(Shape(shape)));
+        throw InvalidArgumentError(
+            "Dataset::padded_batch: expected padded dimensions >= 0 (or -1: the batch's "
+            "largest), got " +
+            shape_string(Shape(shape)));
       }
     }
   }

@@ -148,14 +148,16 @@ using DatasetFn = std::function<Dataset(const Element&)>;
 
 class FlatMapNode final : public UnaryNode {
  public:
-  FlatMapNode(Dataset input, DatasetFn fn) : UnaryNode(std::move(input)), fn_(std::make_shared<const DatasetFn>(std::move(fn))) {}
+  FlatMapNode(Dataset input, DatasetFn fn)
+      : UnaryNode(std::move(input)), fn_(std::make_shared<const DatasetFn>(std::move(fn))) {}
   std::shared_ptr<const DatasetNode> with_input(Dataset input) const override {
     return copy_with_input<FlatMapNode>(std::move(input));
   }
   std::unique_ptr<ElementIterator> make_iterator() const override {
     class It final : public ElementIterator {
      public:
-      It(std::unique_ptr<ElementIterator> input, std::shared_ptr<const DatasetFn> fn) : input_(std::move(input)), fn_(std::move(fn)) {}
+      It(std::unique_ptr<ElementIterator> input, std::shared_ptr<const DatasetFn> fn)
+          : input_(std::move(input)), fn_(std::move(fn)) {}
       std::optional<Element> next() override {
         while (true) {
           if (current_) {
@@ -205,7 +207,10 @@ class InterleaveNode final : public UnaryNode {
     class It final : public ElementIterator {
      public:
       It(std::unique_ptr<ElementIterator> input, const InterleaveNode& node)
-          : input_(std::move(input)), fn_(node.fn_), cycle_(node.cycle_length_), block_length_(node.block_length_),
+          : input_(std::move(input)),
+            fn_(node.fn_),
+            cycle_(node.cycle_length_),
+            block_length_(node.block_length_),
             parallel_(node.parallel_) {}
       std::optional<Element> next() override {
         while (!input_done_ || open_ > 0) {
@@ -301,8 +306,8 @@ Dataset Dataset::interleave(std::function<Dataset(const Element&)> fn, std::int6
   check("num_parallel_calls", num_parallel_calls, true);
   const std::size_t cycle = cycle_length == kAutotune ? static_cast<std::size_t>(internal::usable_cores())
                                                       : static_cast<std::size_t>(cycle_length);
-  return Dataset(std::make_shared<internal::InterleaveNode>(*this, std::move(fn), cycle, block_length,
-                                                            num_parallel_calls != 1));
+  return Dataset(
+      std::make_shared<internal::InterleaveNode>(*this, std::move(fn), cycle, block_length, num_parallel_calls != 1));
 }
 
 }  // namespace distribute

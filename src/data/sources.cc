@@ -270,7 +270,6 @@ Dataset Dataset::from_generator(std::function<Generator()> make) {
   return Dataset(std::make_shared<internal::GeneratorNode>(std::move(make)));
 }
 
-
 Dataset::Iterator::Iterator(std::unique_ptr<internal::ElementIterator> impl) : impl_(std::move(impl)) {}
 Dataset::Iterator::Iterator(Iterator&&) noexcept = default;
 Dataset::Iterator& Dataset::Iterator::operator=(Iterator&&) noexcept = default;

@@ -497,7 +497,8 @@ class CacheNode final : public UnaryNode {
   }
   const char* unreplayable() const override {
     bool reshuffles = false;
-    for_each_node(input_, [&](const DatasetNode& node) { reshuffles = reshuffles || node.iteration_counter() != nullptr; });
+    for_each_node(input_,
+                  [&](const DatasetNode& node) { reshuffles = reshuffles || node.iteration_counter() != nullptr; });
     return reshuffles ? "cache() of a reshuffling shuffle (the cached order is the one of whichever iteration filled "
                         "the cache; shuffle after cache(), or pass reshuffle_each_iteration=false)"
                       : nullptr;
@@ -515,8 +516,8 @@ class CacheNode final : public UnaryNode {
  private:
   struct Cache {
     std::mutex mutex;
-    bool complete = false;           // guarded by mutex; elements is fixed once it is set
-    std::vector<Element> elements;   // written once, under mutex, when complete is set
+    bool complete = false;          // guarded by mutex; elements is fixed once it is set
+    std::vector<Element> elements;  // written once, under mutex, when complete is set
   };
 
   class ReadIt final : public ElementIterator {

@@ -1,8 +1,7 @@
 // StrategyExtended (include/distribute/strategy_extended.h).
-#include "distribute/strategy_extended.h"
-
 #include "distribute/errors.h"
 #include "distribute/replica_context.h"
+#include "distribute/strategy_extended.h"
 #include "strategy/context.h"
 
 namespace distribute {
@@ -14,10 +13,11 @@ namespace {
 void require_cross_replica(const Strategy& strategy, const char* method) {
   const internal::ThreadMode* mode = internal::current_mode();
   if (mode != nullptr && mode->replica != nullptr) {
-    throw FailedPreconditionError(std::string("StrategyExtended::") + method + ": called inside a replica function of " +
-                                  mode->replica->strategy().to_string() +
+    throw FailedPreconditionError(std::string("StrategyExtended::") + method +
+                                  ": called inside a replica function of " + mode->replica->strategy().to_string() +
                                   "; call it in cross-replica context (from merge_call's function, or outside "
-                                  "strategy.run) of " + strategy.to_string());
+                                  "strategy.run) of " +
+                                  strategy.to_string());
   }
 }
 
@@ -31,9 +31,10 @@ bool StrategyExtended::variable_created_in_scope(const Variable& variable) const
 std::vector<std::string> StrategyExtended::worker_devices() const {
   std::vector<std::string> out;
   for (const DeviceSpec& d : strategy_->devices()) {
-    out.push_back(strategy_->num_workers() == 1 ? d.full_name()
-                                                : "/job:worker/replica:0/task:" + std::to_string(strategy_->worker_index()) +
-                                                      "/device:" + d.short_name());
+    out.push_back(strategy_->num_workers() == 1
+                      ? d.full_name()
+                      : "/job:worker/replica:0/task:" + std::to_string(strategy_->worker_index()) +
+                            "/device:" + d.short_name());
   }
   return out;
 }

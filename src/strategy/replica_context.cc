@@ -134,7 +134,8 @@ void ReplicaContext::check_same_structure(const std::string& shape, const char* 
     h ^= static_cast<unsigned char>(c);
     h *= 1099511628211ull;
   }
-  const Tensor all = all_gather(Tensor(std::vector<std::int64_t>{std::bit_cast<std::int64_t>(h)}, Shape{1}), 0, options);
+  const Tensor all =
+      all_gather(Tensor(std::vector<std::int64_t>{std::bit_cast<std::int64_t>(h)}, Shape{1}), 0, options);
   const auto hashes = all.data<std::int64_t>();
   std::string differing;
   for (std::size_t r = 1; r < hashes.size(); ++r) {

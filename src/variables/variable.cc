@@ -88,8 +88,9 @@ Variable::Variable(Tensor initial_value, VariableOptions options) : state_(std::
             (s.synchronization == VariableSynchronization::ON_READ ? "ON_READ" : "ON_WRITE") + " " +
             std::string(variable_aggregation_name(s.aggregation)));
   }
-  s.components.assign(static_cast<std::size_t>(n),
-                      strategy != nullptr ? internal::StrategyAccess::broadcast_from_chief(*strategy, initial_value) : initial_value);
+  s.components.assign(
+      static_cast<std::size_t>(n),
+      strategy != nullptr ? internal::StrategyAccess::broadcast_from_chief(*strategy, initial_value) : initial_value);
 }
 
 const std::string& Variable::name() const noexcept { return state_->name; }
@@ -142,7 +143,8 @@ Tensor Variable::value() const {
   if (s.synchronization == VariableSynchronization::ON_WRITE) return s.components[0];
   switch (s.aggregation) {
     // With several workers these reads are collectives: every worker reads.
-    case VariableAggregation::ONLY_FIRST_REPLICA: return internal::StrategyAccess::broadcast_from_chief(*s.strategy, s.components[0]);
+    case VariableAggregation::ONLY_FIRST_REPLICA:
+      return internal::StrategyAccess::broadcast_from_chief(*s.strategy, s.components[0]);
     case VariableAggregation::SUM:
     case VariableAggregation::MEAN: {
       Tensor total = s.components[0];
@@ -243,11 +245,10 @@ Tensor Variable::update(Update kind, const Tensor& value) {
       [&s, &apply, aggregation](Strategy& strategy, const PerReplica<Tensor>& values) {
         // (The first replica is worker 0's: with several workers its value
         // comes from there.)
-        const Tensor combined = aggregation == VariableAggregation::ONLY_FIRST_REPLICA
-                                    ? internal::StrategyAccess::broadcast_from_chief(strategy, values[0])
-                                    : strategy.reduce(aggregation == VariableAggregation::SUM ? ReduceOp::SUM
-                                                                                               : ReduceOp::MEAN,
-                                                      values);
+        const Tensor combined =
+            aggregation == VariableAggregation::ONLY_FIRST_REPLICA
+                ? internal::StrategyAccess::broadcast_from_chief(strategy, values[0])
+                : strategy.reduce(aggregation == VariableAggregation::SUM ? ReduceOp::SUM : ReduceOp::MEAN, values);
         for (Tensor& c : s.components) c = apply(c, combined);
       },
       value);

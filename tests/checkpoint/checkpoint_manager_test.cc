@@ -40,7 +40,8 @@ std::vector<std::string> files_in(const std::string& dir) {
 // Sets the file's modification time (its save time, for the manager) to
 // `seconds` after `base`.
 void set_saved_at(const std::string& path, std::chrono::system_clock::time_point base, double seconds) {
-  const auto t = base + std::chrono::duration_cast<std::chrono::system_clock::duration>(std::chrono::duration<double>(seconds));
+  const auto t =
+      base + std::chrono::duration_cast<std::chrono::system_clock::duration>(std::chrono::duration<double>(seconds));
   fs::last_write_time(path, std::chrono::file_clock::from_sys(t));
 }
 
@@ -83,7 +84,7 @@ TEST_F(CheckpointManagerTest, SavesEveryIntervalOfTheStepCounterAsTF) {
   CheckpointManager manager(
       ckpt, dir_, {.max_to_keep = std::nullopt, .step_counter = [this] { return step_; }, .checkpoint_interval = 2});
   EXPECT_EQ(manager.checkpoint_interval(), 2);
-  EXPECT_TRUE(manager.save().has_value());   // step 0: the first save
+  EXPECT_TRUE(manager.save().has_value());  // step 0: the first save
   step_ = 1;
   EXPECT_FALSE(manager.save().has_value());  // 1 step since
   step_ = 2;
@@ -111,8 +112,9 @@ TEST_F(CheckpointManagerTest, RestoreOrInitializeRestoresTheLatestOrInitializes)
   std::int64_t restored = 0;
   Checkpoint ckpt;
   ckpt.track("step", &restored);
-  CheckpointManager manager(ckpt, dir_, {.step_counter = [&] { return restored; }, .checkpoint_interval = 5,
-                                         .init_fn = [&] { ++initialized; }});
+  CheckpointManager manager(
+      ckpt, dir_,
+      {.step_counter = [&] { return restored; }, .checkpoint_interval = 5, .init_fn = [&] { ++initialized; }});
   EXPECT_EQ(manager.restore_or_initialize(), temp_ / "run/ckpt-2.dckpt");
   EXPECT_EQ(restored, 42);
   EXPECT_EQ(initialized, 1);

@@ -350,10 +350,11 @@ TEST_F(IteratorCheckpointTest, ACacheOfAReshufflingShuffleIsRefused) {
       strategy.experimental_distribute_dataset(Dataset::range(40).shuffle(10, 1).cache().batch(4)).make_iterator();
   EXPECT_THAT(message_of<UnimplementedError>([&] { ckpt.track("a", frozen); }),
               HasSubstr("cache() of a reshuffling shuffle"));
-  DistributedIterator fine = strategy
-                                 .experimental_distribute_dataset(
-                                     Dataset::range(40).shuffle(10, 1, /*reshuffle_each_iteration=*/false).cache().batch(4))
-                                 .make_iterator();
+  DistributedIterator fine =
+      strategy
+          .experimental_distribute_dataset(
+              Dataset::range(40).shuffle(10, 1, /*reshuffle_each_iteration=*/false).cache().batch(4))
+          .make_iterator();
   ckpt.track("b", fine);
   EXPECT_EQ(ckpt.tracked_names(), std::vector<std::string>{"b"});
 }

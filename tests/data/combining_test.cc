@@ -51,8 +51,8 @@ std::vector<i64> scalars(const Dataset& d) {
 
 TEST(Zip, PairsElementsAndEndsWithTheShortestInput) {
   const Dataset a = Dataset::range(1, 4), b = Dataset::range(4, 7);
-  EXPECT_EQ(rows_of(Dataset::zip({a, b})), (std::vector<std::vector<std::vector<i64>>>{
-                                               {{1}, {4}}, {{2}, {5}}, {{3}, {6}}}));
+  EXPECT_EQ(rows_of(Dataset::zip({a, b})),
+            (std::vector<std::vector<std::vector<i64>>>{{{1}, {4}}, {{2}, {5}}, {{3}, {6}}}));
   const Dataset c = Dataset::range(7, 13).batch(2);
   EXPECT_EQ(rows_of(Dataset::zip({a, b, c})), (std::vector<std::vector<std::vector<i64>>>{
                                                   {{1}, {4}, {7, 8}}, {{2}, {5}, {9, 10}}, {{3}, {6}, {11, 12}}}));
@@ -185,9 +185,13 @@ TEST(PaddedBatch, RejectsBadShapesAndElementsLargerThanTheirPadding) {
                 it.get_next();
               }),
               HasSubstr("batch starting at element 2 has size 4 in dimension 0, more than the padded shape (3,)"));
-  EXPECT_THAT(message_of<InvalidArgumentError>([] { fills().padded_batch(2, {{3, 3}}).make_iterator().get_next(); }),
+  EXPECT_THAT(message_of<InvalidArgumentError>([] {
+                fills().padded_batch(2, {{3, 3}}).make_iterator().get_next();
+              }),
               HasSubstr("padded shape of rank 1"));
-  EXPECT_THAT(message_of<InvalidArgumentError>([] { fills().padded_batch(2, {{5}, {5}}).make_iterator().get_next(); }),
+  EXPECT_THAT(message_of<InvalidArgumentError>([] {
+                fills().padded_batch(2, {{5}, {5}}).make_iterator().get_next();
+              }),
               HasSubstr("expected 1 padded shape(s)"));
   const Dataset ranks = Dataset::range(2).map([](const Element& e) -> Element {
     return e.tensor().item<i64>() == 0 ? Tensor(i64{1}) : int64s({1, 2});
@@ -203,8 +207,10 @@ TEST(PaddedBatch, RejectsBadShapesAndElementsLargerThanTheirPadding) {
 
 TEST(FlatMap, ConcatenatesTheDatasetsOfEveryElement) {
   // TF: from_tensor_slices([[1, 2, 3], [4, 5, 6], [7, 8, 9]]).flat_map(from_tensor_slices).
-  const Dataset d = Dataset::from_tensor_slices(int64s({1, 2, 3, 4, 5, 6, 7, 8, 9}, Shape{3, 3}))
-                        .flat_map([](const Element& e) { return Dataset::from_tensor_slices(e.tensor()); });
+  const Dataset d =
+      Dataset::from_tensor_slices(int64s({1, 2, 3, 4, 5, 6, 7, 8, 9}, Shape{3, 3})).flat_map([](const Element& e) {
+        return Dataset::from_tensor_slices(e.tensor());
+      });
   EXPECT_EQ(scalars(d), (std::vector<i64>{1, 2, 3, 4, 5, 6, 7, 8, 9}));
   EXPECT_EQ(d.cardinality(), Dataset::kUnknownCardinality);
   // Empty inner datasets are skipped.
@@ -223,7 +229,8 @@ TEST(Interleave, CyclesThroughBlocksInTFsOrder) {
   // TF's docstring: range(1, 6) interleaved over from_tensors(x).repeat(6),
   // cycle_length=2, block_length=4.
   const auto six = [](const Element& e) { return Dataset::from_tensors(e).repeat(6); };
-  const std::vector<i64> expected{1, 1, 1, 1, 2, 2, 2, 2, 1, 1, 2, 2, 3, 3, 3, 3, 4, 4, 4, 4, 3, 3, 4, 4, 5, 5, 5, 5, 5, 5};
+  const std::vector<i64> expected{1, 1, 1, 1, 2, 2, 2, 2, 1, 1, 2, 2, 3, 3, 3,
+                                  3, 4, 4, 4, 4, 3, 3, 4, 4, 5, 5, 5, 5, 5, 5};
   EXPECT_EQ(scalars(Dataset::range(1, 6).interleave(six, 2, 4)), expected);
   // TF's interleave_test: inputs [4, 5, 6], x repeated x times, cycle 2, block 1.
   EXPECT_EQ(scalars(Dataset::from_tensor_slices(int64s({4, 5, 6})).interleave(repeated, 2, 1)),

@@ -69,9 +69,8 @@ TEST(ElementSpec, AfterAUserFunctionKnowsRanksAndDtypesNotSizes) {
   EXPECT_EQ(squares.batch(2, true).element_spec(), (ElementSpec{{{DType::kFloat64, {2, -1}}}, false}));
   const Dataset flat = Dataset::range(3).flat_map([](const Element& e) { return Dataset::from_tensors(e).repeat(2); });
   EXPECT_EQ(flat.element_spec(), (ElementSpec{{{DType::kInt64, {}}}, false}));
-  EXPECT_THAT(message_of<FailedPreconditionError>([] {
-                Dataset::range(0).map([](const Element& e) { return e; }).element_spec();
-              }),
+  EXPECT_THAT(message_of<FailedPreconditionError>(
+                  [] { Dataset::range(0).map([](const Element& e) { return e; }).element_spec(); }),
               HasSubstr("comes from its first element, and it has none"));
 }
 
@@ -101,7 +100,8 @@ TEST(ElementSpec, ReadingItLeavesTheDatasetsIterationStateAlone) {
 }
 
 TEST(ElementSpec, EveryElementMatchesTheSpec) {
-  const Dataset images = Dataset::from_tensor_slices(std::vector<Tensor>{floats({11, 3}), Tensor(std::vector<i64>(11, 1), Shape{11})});
+  const Dataset images =
+      Dataset::from_tensor_slices(std::vector<Tensor>{floats({11, 3}), Tensor(std::vector<i64>(11, 1), Shape{11})});
   const auto ragged = Dataset::range(1, 7).map([](const Element& e) -> Element {
     return Tensor(std::vector<float>(static_cast<std::size_t>(e.tensor().item<i64>()), 1.f),
                   Shape{e.tensor().item<i64>()});
@@ -151,13 +151,20 @@ TEST(Options, MergeAlongThePipelineLaterOnesWinning) {
   };
   const Dataset d = Dataset::range(8);
   EXPECT_FALSE(d.options().experimental_distribute.auto_shard_policy.has_value());
-  EXPECT_EQ(d.with_options(with(AutoShardPolicy::DATA)).batch(2).with_options({}).options()
+  EXPECT_EQ(d.with_options(with(AutoShardPolicy::DATA))
+                .batch(2)
+                .with_options({})
+                .options()
                 .experimental_distribute.auto_shard_policy,
             AutoShardPolicy::DATA);
-  EXPECT_EQ(d.with_options(with(AutoShardPolicy::DATA)).map([](const Element& e) { return e; })
-                .with_options(with(AutoShardPolicy::OFF)).options().experimental_distribute.auto_shard_policy,
+  EXPECT_EQ(d.with_options(with(AutoShardPolicy::DATA))
+                .map([](const Element& e) { return e; })
+                .with_options(with(AutoShardPolicy::OFF))
+                .options()
+                .experimental_distribute.auto_shard_policy,
             AutoShardPolicy::OFF);
-  EXPECT_EQ(Dataset::zip({d, d.with_options(with(AutoShardPolicy::FILE))}).options()
+  EXPECT_EQ(Dataset::zip({d, d.with_options(with(AutoShardPolicy::FILE))})
+                .options()
                 .experimental_distribute.auto_shard_policy,
             AutoShardPolicy::FILE);
   // Options leave the elements and the description alone.

@@ -291,7 +291,8 @@ TEST(LocalWorkers, ExtendedReducesOverWorkersAndUpdatesLocally) {
     const double base = 2.0 * w;
     const Mirrored<Tensor> total =
         ext.reduce_to(ReduceOp::SUM, PerReplica<Tensor>({Tensor(base + 1), Tensor(base + 2)}), v);
-    ext.update(v, [](Variable& x, const Tensor& t) { x.assign(t); }, total);
+    ext.update(
+        v, [](Variable& x, const Tensor& t) { x.assign(t); }, total);
     EXPECT_EQ(v.values(), (std::vector<Tensor>{Tensor(10.0), Tensor(10.0)}));
   }));
 }

@@ -3,8 +3,6 @@
 // informational pieces. The optimizer step follows TF's pattern
 // (OptimizerV2._distributed_apply: merge_call -> batch_reduce_to(SUM) ->
 // update per variable).
-#include "distribute/strategy_extended.h"
-
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
 
@@ -12,13 +10,14 @@
 #include <vector>
 
 #include "distribute/distribute.h"
+#include "distribute/strategy_extended.h"
 #include "testing/helpers.h"
 
 namespace distribute {
 namespace {
 
-using ::testing::HasSubstr;
 using testing::cpu_devices;
+using ::testing::HasSubstr;
 using testing::message_of;
 
 // A variable created in `strategy`'s scope.
@@ -43,8 +42,10 @@ TEST(StrategyExtended, AnOptimizerStepThroughMergeCallBatchReduceToAndUpdate) {
           const std::vector<Mirrored<Tensor>> reduced = ext.batch_reduce_to(ReduceOp::SUM, {{grad_w, w}, {grad_b, b}});
           ASSERT_EQ(reduced.size(), 2u);
           EXPECT_EQ(reduced[0].values().size(), 2u);
-          ext.update(w, [](Variable& v, const Tensor& g) { v.assign_sub(g * 0.1); }, reduced[0]);
-          ext.update(b, [](Variable& v, const Tensor& g) { v.assign_sub(g * 0.1); }, reduced[1]);
+          ext.update(
+              w, [](Variable& v, const Tensor& g) { v.assign_sub(g * 0.1); }, reduced[0]);
+          ext.update(
+              b, [](Variable& v, const Tensor& g) { v.assign_sub(g * 0.1); }, reduced[1]);
         },
         gw, gb);
   });
@@ -58,10 +59,11 @@ TEST(StrategyExtended, AnOptimizerStepThroughMergeCallBatchReduceToAndUpdate) {
 
 TEST(StrategyExtended, UpdateCallsFnPerComponentWhichSeesAndChangesOnlyItsOwn) {
   MirroredStrategy strategy(cpu_devices(3));
-  Variable counts = in_scope(strategy, Tensor(0.f),
-                                  {.name = "counts", .synchronization = VariableSynchronization::ON_READ,
-                                   .aggregation = VariableAggregation::SUM});
-  strategy.run([&] { counts.assign_add(Tensor(static_cast<float>(current_replica_context().replica_id_in_sync_group()))); });
+  Variable counts = in_scope(
+      strategy, Tensor(0.f),
+      {.name = "counts", .synchronization = VariableSynchronization::ON_READ, .aggregation = VariableAggregation::SUM});
+  strategy.run(
+      [&] { counts.assign_add(Tensor(static_cast<float>(current_replica_context().replica_id_in_sync_group()))); });
   StrategyExtended ext = strategy.extended();
   const PerReplica<Tensor> extra({Tensor(100.f), Tensor(200.f), Tensor(300.f)});
   const Mirrored<float> seen = ext.update(
@@ -76,7 +78,8 @@ TEST(StrategyExtended, UpdateCallsFnPerComponentWhichSeesAndChangesOnlyItsOwn) {
   EXPECT_EQ(counts.values(), (std::vector<Tensor>{Tensor(100.f), Tensor(201.f), Tensor(302.f)}));
   EXPECT_EQ(counts.value(), Tensor(603.f));  // cross-replica read: the SUM again
   // A plain argument goes to every component; a void fn returns nothing.
-  ext.update(counts, [](Variable& v, const Tensor& x) { v.assign(x); }, Tensor(1.f));
+  ext.update(
+      counts, [](Variable& v, const Tensor& x) { v.assign(x); }, Tensor(1.f));
   EXPECT_EQ(counts.values(), (std::vector<Tensor>{Tensor(1.f), Tensor(1.f), Tensor(1.f)}));
   // An ordinary variable: fn once.
   Variable plain(Tensor(5.f));
@@ -106,9 +109,8 @@ TEST(StrategyExtended, RefusesReplicaContextOtherStrategiesAndMiscountedArgument
   const Variable v = in_scope(strategy, Tensor(0.f), {.name = "v"});
   const Variable theirs = in_scope(other, Tensor(0.f), {.name = "theirs"});
   StrategyExtended ext = strategy.extended();
-  EXPECT_THAT(message_of<FailedPreconditionError>([&] {
-                strategy.run([&] { ext.update(v, [](Variable& x) { x.assign(Tensor(1.f)); }); });
-              }),
+  EXPECT_THAT(message_of<FailedPreconditionError>(
+                  [&] { strategy.run([&] { ext.update(v, [](Variable& x) { x.assign(Tensor(1.f)); }); }); }),
               HasSubstr("from merge_call's function"));
   EXPECT_THAT(message_of<InvalidArgumentError>([&] { ext.update(theirs, [](Variable&) {}); }),
               HasSubstr("variable 'theirs' belongs to"));
@@ -117,7 +119,8 @@ TEST(StrategyExtended, RefusesReplicaContextOtherStrategiesAndMiscountedArgument
               }),
               HasSubstr("destination variable 'theirs'"));
   EXPECT_THAT(message_of<InvalidArgumentError>([&] {
-                ext.update(v, [](Variable&, const Tensor&) {}, PerReplica<Tensor>({Tensor(1.f), Tensor(1.f), Tensor(1.f)}));
+                ext.update(
+                    v, [](Variable&, const Tensor&) {}, PerReplica<Tensor>({Tensor(1.f), Tensor(1.f), Tensor(1.f)}));
               }),
               HasSubstr("one value per component of 'v' (2), got 3"));
   EXPECT_EQ(v.values(), (std::vector<Tensor>{Tensor(0.f), Tensor(0.f)}));

@@ -19,16 +19,17 @@ namespace distribute {
 namespace {
 
 using ::testing::AllOf;
-using ::testing::HasSubstr;
 using testing::cpu_devices;
 using testing::ctx;
+using ::testing::HasSubstr;
 using testing::message_of;
 using testing::rid;
 using Dict = std::map<std::string, Tensor>;
 
 TEST(Nest, RunReturningATupleGivesATupleOfPerReplicaToUnpack) {
   MirroredStrategy strategy(cpu_devices(3));
-  auto [loss, count] = strategy.run([] { return std::make_tuple(Tensor(1.5f * static_cast<float>(rid())), rid() + 1); });
+  auto [loss, count] =
+      strategy.run([] { return std::make_tuple(Tensor(1.5f * static_cast<float>(rid())), rid() + 1); });
   static_assert(std::is_same_v<decltype(loss), PerReplica<Tensor>>);
   static_assert(std::is_same_v<decltype(count), PerReplica<int>>);
   EXPECT_EQ(loss.values(), (std::vector<Tensor>{Tensor(0.f), Tensor(1.5f), Tensor(3.f)}));
@@ -42,8 +43,9 @@ TEST(Nest, RunReturningATupleGivesATupleOfPerReplicaToUnpack) {
 
 TEST(Nest, RunReturningADictRegroupsByKeyAndNamesDifferentKeys) {
   MirroredStrategy strategy(cpu_devices(2));
-  const std::map<std::string, PerReplica<Tensor>> out =
-      strategy.run([] { return Dict{{"loss", Tensor(static_cast<float>(rid()))}, {"n", Tensor(2)}}; });
+  const std::map<std::string, PerReplica<Tensor>> out = strategy.run([] {
+    return Dict{{"loss", Tensor(static_cast<float>(rid()))}, {"n", Tensor(2)}};
+  });
   EXPECT_EQ(out.at("loss").values(), (std::vector<Tensor>{Tensor(0.f), Tensor(1.f)}));
   EXPECT_EQ(out.at("n").values(), (std::vector<Tensor>{Tensor(2), Tensor(2)}));
   EXPECT_THAT(message_of<InvalidArgumentError>([&] {
@@ -57,25 +59,28 @@ TEST(Nest, RunReturningADictRegroupsByKeyAndNamesDifferentKeys) {
 
 TEST(Nest, ReduceTakesTuplesVectorsDictsAndPerReplicaOfThem) {
   MirroredStrategy strategy(cpu_devices(2));
-  const auto [a, b] = strategy.reduce(
-      ReduceOp::SUM, std::make_tuple(PerReplica<Tensor>({Tensor(1.f), Tensor(2.f)}), Mirrored<Tensor>({Tensor(5.), Tensor(5.)})));
+  const auto [a, b] = strategy.reduce(ReduceOp::SUM, std::make_tuple(PerReplica<Tensor>({Tensor(1.f), Tensor(2.f)}),
+                                                                     Mirrored<Tensor>({Tensor(5.), Tensor(5.)})));
   EXPECT_EQ(a, Tensor(3.f));
   EXPECT_EQ(b, Tensor(10.));
   const std::vector<Tensor> list = strategy.reduce(
       ReduceOp::MEAN, PerReplica<std::vector<Tensor>>({{Tensor(1.f), Tensor(10.f)}, {Tensor(3.f), Tensor(30.f)}}));
   EXPECT_EQ(list, (std::vector<Tensor>{Tensor(2.f), Tensor(20.f)}));
   const std::map<std::string, Tensor> dict = strategy.reduce(
-      ReduceOp::SUM, std::map<std::string, PerReplica<Tensor>>{{"x", PerReplica<Tensor>({Tensor{1.f, 2.f}, Tensor{3.f, 4.f}})}},
+      ReduceOp::SUM,
+      std::map<std::string, PerReplica<Tensor>>{{"x", PerReplica<Tensor>({Tensor{1.f, 2.f}, Tensor{3.f, 4.f}})}},
       /*axis=*/0);
   EXPECT_EQ(dict.at("x"), Tensor(10.f));
   const auto per_replica_dict = strategy.run([] { return Dict{{"x", Tensor(static_cast<float>(rid()))}}; });
   EXPECT_EQ(strategy.reduce(ReduceOp::SUM, per_replica_dict).at("x"), Tensor(1.f));
+  EXPECT_THAT(
+      message_of<InvalidArgumentError>([&] {
+        strategy.reduce(ReduceOp::SUM, PerReplica<std::vector<Tensor>>({{Tensor(1.f)}, {Tensor(1.f), Tensor(2.f)}}));
+      }),
+      HasSubstr("replica 1's has 2 element(s) at the top and replica 0's 1"));
   EXPECT_THAT(message_of<InvalidArgumentError>([&] {
-                strategy.reduce(ReduceOp::SUM, PerReplica<std::vector<Tensor>>({{Tensor(1.f)}, {Tensor(1.f), Tensor(2.f)}}));
-              }),
-              HasSubstr("replica 1's has 2 element(s) at the top and replica 0's 1"));
-  EXPECT_THAT(message_of<InvalidArgumentError>([&] {
-                strategy.reduce(ReduceOp::SUM, PerReplica<Dict>({Dict{{"a", Tensor(1)}}, Dict{{"a", Tensor(1)}, {"b", Tensor(2)}}}));
+                strategy.reduce(ReduceOp::SUM,
+                                PerReplica<Dict>({Dict{{"a", Tensor(1)}}, Dict{{"a", Tensor(1)}, {"b", Tensor(2)}}}));
               }),
               HasSubstr("replica 1's has keys {'a', 'b'} at the top and replica 0's {'a'}"));
 }
@@ -84,8 +89,8 @@ TEST(Nest, AllReduceOfStructuresFusesTheLeavesAndChecksTheStructure) {
   MirroredStrategy strategy(cpu_devices(3));
   const auto out = strategy.run([] {
     const float r = static_cast<float>(rid());
-    const auto [t, d] = ctx().all_reduce(
-        ReduceOp::SUM, std::make_tuple(Tensor(r), Dict{{"g", Tensor{r, 2 * r}}, {"h", Tensor(1.0)}}));
+    const auto [t, d] =
+        ctx().all_reduce(ReduceOp::SUM, std::make_tuple(Tensor(r), Dict{{"g", Tensor{r, 2 * r}}, {"h", Tensor(1.0)}}));
     return std::vector<Tensor>{t, d.at("g"), d.at("h")};
   });
   for (const auto& v : out) {
@@ -96,22 +101,22 @@ TEST(Nest, AllReduceOfStructuresFusesTheLeavesAndChecksTheStructure) {
   // Same number and shapes of tensors, other keys: refused on every replica.
   std::vector<std::string> errors(3);
   EXPECT_THROW(strategy.run([&] {
-                 try {
-                   ctx().all_reduce(ReduceOp::SUM, Dict{{rid() == 2 ? "other" : "g", Tensor(1.f)}});
-                 } catch (const InvalidArgumentError& e) {
-                   errors[static_cast<std::size_t>(rid())] = e.what();
-                   throw;
-                 }
-               }),
+    try {
+      ctx().all_reduce(ReduceOp::SUM, Dict{{rid() == 2 ? "other" : "g", Tensor(1.f)}});
+    } catch (const InvalidArgumentError& e) {
+      errors[static_cast<std::size_t>(rid())] = e.what();
+      throw;
+    }
+  }),
                InvalidArgumentError);
-  for (const std::string& e : errors) EXPECT_THAT(e, HasSubstr("replica(s) 2 passed other lengths or keys than replica 0"));
+  for (const std::string& e : errors)
+    EXPECT_THAT(e, HasSubstr("replica(s) 2 passed other lengths or keys than replica 0"));
 }
 
 TEST(Nest, LocalResultsAndMergeCallSeeStructures) {
   MirroredStrategy strategy(cpu_devices(2));
   auto [x, y] = strategy.run([] { return std::make_pair(rid(), Tensor(static_cast<float>(rid()))); });
-  const std::vector<std::tuple<int, Tensor, int>> local =
-      strategy.experimental_local_results(std::make_tuple(x, y, 7));
+  const std::vector<std::tuple<int, Tensor, int>> local = strategy.experimental_local_results(std::make_tuple(x, y, 7));
   ASSERT_EQ(local.size(), 2u);
   EXPECT_EQ(local[1], std::make_tuple(1, Tensor(1.f), 7));
   const std::vector<std::map<std::string, int>> dicts =
