@@ -691,7 +691,18 @@ PYBIND11_MODULE(_core, m) {
              return policy_name(*p);
            })
       // ([(dtype name, shape with -1 for unknown)], is_tuple)
-      .def("element_spec", [](const dist::Dataset& d) { return spec_list(d.element_spec()); })
+      // (Reading a first element may run Python map functions on pipeline
+      // threads: the GIL is released meanwhile.)
+      .def("element_spec",
+           [](const dist::Dataset& d) {
+             std::optional<dist::ElementSpec> spec;
+             {
+               Interruptible interruptible;
+               ReleaseGil nogil;
+               spec = d.element_spec();
+             }
+             return spec_list(*spec);
+           })
       .def("make_iterator", [](const dist::Dataset& d) {
         return std::make_unique<Closable<dist::Dataset::Iterator>>(d.make_iterator());
       });
@@ -720,7 +731,16 @@ PYBIND11_MODULE(_core, m) {
 
   py::class_<dist::DistributedDataset>(m, "DistributedDataset")
       .def_property_readonly("num_replicas_in_sync", &dist::DistributedDataset::num_replicas_in_sync)
-      .def("element_spec", [](const dist::DistributedDataset& d) { return spec_list(d.element_spec()); })
+      .def("element_spec",
+           [](const dist::DistributedDataset& d) {
+             std::optional<dist::ElementSpec> spec;
+             {
+               Interruptible interruptible;
+               ReleaseGil nogil;
+               spec = d.element_spec();
+             }
+             return spec_list(*spec);
+           })
       .def("make_iterator", [](const dist::DistributedDataset& d) {
         return std::make_unique<Closable<dist::DistributedIterator>>(d.make_iterator());
       });

@@ -116,7 +116,10 @@ class Checkpoint {
   // replicas of the strategy at hand). The skipped steps' input work is done
   // again. Raises UnimplementedError, naming the transformation, for a
   // pipeline that cannot be replayed in a new process (from_generator, a
-  // shuffle without a seed). restore() raises InvalidArgumentError for a
+  // shuffle without a seed). The datasets that flat_map and interleave
+  // functions return are the function's business, as a map function's
+  // hidden state is (they must give the same elements in a new process).
+  // restore() raises InvalidArgumentError for a
   // position saved from another pipeline definition (a datasets_from_function
   // pipeline whose per-replica batch changed with the replica count
   // included), beyond the pipeline's end, or on another replica count whose

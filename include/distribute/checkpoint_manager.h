@@ -23,9 +23,10 @@
 // hours after the last file kept that way (or, for the first one, after
 // the manager was made), in which case it is kept for good and no longer
 // counted. A file's save time is its modification time, so a manager made
-// later on the same directory (a restarted job) applies the same rules: it
-// takes the files beyond the newest max_to_keep as kept for good, and the
-// newest of them as the last one kept.
+// later on the same directory (a restarted job) applies the same rules:
+// with keep_checkpoint_every_n_hours it takes the files beyond the newest
+// max_to_keep as kept for good, and the newest of them as the last one
+// kept; without it, such files are deleted by its first save.
 #pragma once
 
 #include <cstdint>
@@ -69,7 +70,7 @@ class CheckpointManager {
   // highest number of this name in the directory. With checkpoint_interval
   // (and check_interval), returns std::nullopt without saving unless the
   // step counter moved at least the interval since the last save; at the
-  // same step as the last save, never saves. InvalidArgumentError for a
+  // same step as the last successful save, never saves. InvalidArgumentError for a
   // negative checkpoint_number or one below the highest already there (a
   // later checkpoint exists: the latest would not be this one; equal
   // overwrites it); otherwise Checkpoint::save's errors.
@@ -78,7 +79,8 @@ class CheckpointManager {
 
   // Restores the latest checkpoint if there is one and returns its path
   // (the step counter's value then counts as the last save's); else calls
-  // init_fn (if set) and returns std::nullopt. Checkpoint::restore's errors.
+  // init_fn (if set) and returns std::nullopt. With several workers the
+  // chief's listing decides for every worker. Checkpoint::restore's errors.
   std::optional<std::string> restore_or_initialize(const RestoreOptions& options = {});
 
   // The latest checkpoint of this name in the directory, if any.

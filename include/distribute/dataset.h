@@ -237,9 +237,11 @@ class Dataset {
   // after a step whose output depends on a user function (map, flat_map,
   // interleave, from_generator) or on file contents (CSV), the structure,
   // dtypes and ranks are read from the first element that step produces,
-  // on a private copy of the pipeline (nothing of this dataset's iteration
-  // state changes), and every dimension is -1 (later elements may differ).
-  // FailedPreconditionError when that step produces no element.
+  // on a private copy of the pipeline (this dataset's shuffle counters and
+  // caches do not change, but the functions, and a generator's factory,
+  // run once more for that element), and every dimension is -1 (later
+  // elements may differ). FailedPreconditionError when that step produces
+  // no element (an empty dataset or shard), where TF would still know it.
   ElementSpec element_spec() const;
 
   // The number of elements, when known without iterating (TF's

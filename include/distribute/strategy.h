@@ -199,8 +199,9 @@ class Strategy {
 
   // Structures (distribute/nest.h) of the values above: a tuple, pair,
   // vector or string-keyed map of PerReplica, Mirrored or plain values,
-  // nested, gives the same structure of reduced tensors (each leaf reduced
-  // as above, in order: one collective per leaf with several workers); a
+  // nested, gives the same structure of reduced tensors (a pair gives a
+  // std::tuple; each leaf reduced as above, in order: one collective per
+  // leaf with several workers, whose structures must match); a
   // PerReplica of such a structure is regrouped first
   // (InvalidArgumentError unless every replica's has the same lengths and
   // keys).
@@ -378,6 +379,15 @@ auto Strategy::experimental_distribute_values_from_function(F&& fn) {
 template <class S>
   requires nest::is_structure_v<S>
 auto Strategy::reduce(ReduceOp op, const S& value, std::optional<int> axis) {
+  if constexpr (nest::has_dynamic_shape_v<S>) {
+    // One collective per leaf across workers: every worker's structure
+    // must have the same lengths and keys.
+    if (num_workers() > 1) {
+      std::string shape;
+      nest::describe_shape(value, shape);
+      check_same_on_workers("Strategy::reduce of a structure", shape);
+    }
+  }
   if constexpr (nest::is_tuple_like<S>::value) {
     return std::apply(
         [&](const auto&... e) {

@@ -136,9 +136,10 @@ class Checkpoint:
     this checkpoint does not track are refused unless ``expect_partial``
     (TF spells it ``restore(path).expect_partial()``; here the check runs
     before anything changes, so it is an argument). Returns a status with
-    TF's expect_partial() and assert_consumed() (both already hold)."""
+    TF's expect_partial() and assert_consumed(); the latter raises after a
+    restore with expect_partial=True, which may have left entries out."""
     self._build(self._tracked).restore(str(save_path), bool(expect_partial))
-    return _RestoreStatus()
+    return _RestoreStatus(bool(expect_partial))
 
   def read(self, save_path, expect_partial=False):
     """TF's Checkpoint.read: restore()."""
@@ -146,13 +147,18 @@ class Checkpoint:
 
 
 class _RestoreStatus:
-  """What Checkpoint.restore returns: the restore already checked every
-  entry, so TF's assertions hold."""
+  """What Checkpoint.restore returns: the restore already matched every
+  tracked value (and, without expect_partial, every entry of the file)."""
+
+  def __init__(self, partial):
+    self._partial = partial
 
   def expect_partial(self):
     return self
 
   def assert_consumed(self):
+    if self._partial:
+      raise AssertionError("Checkpoint.restore(expect_partial=True) may have left entries of the file unused")
     return self
 
   def assert_existing_objects_matched(self):

@@ -253,13 +253,16 @@ std::string Checkpoint::commit(const std::string& directory, const char* method,
       if (::stat(directory.c_str(), &st) != 0) throw_io_error(std::string(method) + ": directory", directory, errno);
       if (!S_ISDIR(st.st_mode)) throw_io_error(std::string(method) + ": directory", directory, ENOTDIR);
       path = join(directory, file_name());
+      std::error_code ignored;
+      const bool overwrites = fs::exists(path, ignored);
       write_atomically(directory, path, bytes);
       if (after_commit) {
         try {
           after_commit(path);
         } catch (...) {
-          std::error_code ignored;
-          fs::remove(path, ignored);
+          // A new file is taken back; one that replaced an older file of
+          // the same name stays (the older one is gone either way).
+          if (!overwrites) fs::remove(path, ignored);
           throw;
         }
       }

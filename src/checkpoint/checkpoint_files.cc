@@ -131,6 +131,7 @@ void write_atomically(const std::string& directory, const std::string& path, std
     ::unlink(tmp.c_str());
     throw_io_error("Checkpoint::save: cannot write", tmp, err);
   }
+  const bool overwrites = ::access(path.c_str(), F_OK) == 0;
   if (::rename(tmp.c_str(), path.c_str()) != 0) {
     const int err = errno;
     ::unlink(tmp.c_str());
@@ -140,8 +141,9 @@ void write_atomically(const std::string& directory, const std::string& path, std
     fsync_directory(directory);
   } catch (const std::system_error& e) {
     // The rename may not survive a crash: report the save as failed and
-    // take the file back.
-    ::unlink(path.c_str());
+    // take a new file back (a file it replaced is gone either way: the
+    // complete new one stays in its place).
+    if (!overwrites) ::unlink(path.c_str());
     throw_io_error("Checkpoint::save: cannot sync the directory", directory, e.code().value());
   }
 }

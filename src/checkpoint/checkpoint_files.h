@@ -35,8 +35,9 @@ std::vector<std::uint64_t> checkpoint_numbers(const std::string& directory, cons
 
 // Writes `data` as `path` (in `directory`) atomically: a synced temporary
 // file renamed into place, then the directory synced (leveldb's
-// SetCurrentFile). On failure neither the temporary nor the final file is
-// left, and the error names the path.
+// SetCurrentFile). On failure the temporary file is not left, nor a new
+// final file (one that replaced an existing file of that name stays), and
+// the error names the path.
 void write_atomically(const std::string& directory, const std::string& path, std::span<const std::byte> data);
 
 // The whole file; errors name the path.

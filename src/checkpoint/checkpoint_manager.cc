@@ -10,6 +10,7 @@
 #include "checkpoint/checkpoint_files.h"
 #include "distribute/errors.h"
 #include "distribute/strategy.h"
+#include "strategy/strategy_access.h"
 
 namespace distribute {
 
@@ -57,9 +58,10 @@ CheckpointManager::CheckpointManager(Checkpoint& checkpoint, std::string directo
     if (!options_.step_counter) bad("checkpoint_interval needs a step_counter to measure it");
   }
   // A directory this manager's files are already in (a restarted job):
-  // files beyond the newest max_to_keep were kept for good, the newest of
-  // them last.
-  if (options_.max_to_keep.has_value()) {
+  // with keep_checkpoint_every_n_hours, files beyond the newest
+  // max_to_keep were kept for good, the newest of them last (without it,
+  // such files are old ones the next save deletes).
+  if (options_.max_to_keep.has_value() && options_.keep_checkpoint_every_n_hours.has_value()) {
     const std::vector<std::uint64_t> existing = numbers();
     const auto keep = static_cast<std::size_t>(*options_.max_to_keep);
     for (std::size_t i = 0; i + keep < existing.size(); ++i) {
@@ -119,13 +121,15 @@ std::optional<std::string> CheckpointManager::save(std::optional<std::int64_t> c
     throw InvalidArgumentError("CheckpointManager::save: expected a checkpoint_number >= 0, got " +
                                std::to_string(*checkpoint_number));
   }
+  // (The step counts as saved once the save succeeded: a failed save is
+  // retried at the next call.)
+  std::int64_t step = 0;
   if (options_.checkpoint_interval.has_value()) {
-    const std::int64_t step = options_.step_counter();
+    step = options_.step_counter();
     if (last_checkpoint_step_.has_value()) {
       if (step == *last_checkpoint_step_) return std::nullopt;
       if (check_interval && step < *last_checkpoint_step_ + *options_.checkpoint_interval) return std::nullopt;
     }
-    last_checkpoint_step_ = step;
   }
   // The chief numbers, writes and deletes; every worker gets the path.
   std::string path = checkpoint_->commit(
@@ -145,9 +149,10 @@ std::optional<std::string> CheckpointManager::save(std::optional<std::int64_t> c
         return internal::checkpoint_file_name(options_.checkpoint_name, number);
       },
       [&](const std::string&) { sweep(); });
+  if (options_.checkpoint_interval.has_value()) last_checkpoint_step_ = step;
   // The other workers learn what the chief kept for good from the
   // directory, as a new manager would.
-  if (options_.max_to_keep.has_value()) {
+  if (options_.max_to_keep.has_value() && options_.keep_checkpoint_every_n_hours.has_value()) {
     const std::vector<std::uint64_t> existing = numbers();
     const auto keep = static_cast<std::size_t>(*options_.max_to_keep);
     for (std::size_t i = 0; i + keep < existing.size(); ++i) kept_for_good_.insert(existing[i]);
@@ -156,7 +161,16 @@ std::optional<std::string> CheckpointManager::save(std::optional<std::int64_t> c
 }
 
 std::optional<std::string> CheckpointManager::restore_or_initialize(const RestoreOptions& options) {
-  if (std::optional<std::string> latest = latest_checkpoint()) {
+  std::optional<std::string> latest = latest_checkpoint();
+  // Every worker takes the chief's answer: restoring is collective, so the
+  // workers must not split between restore and init_fn.
+  Strategy& strategy = checkpoint_->strategy_for("restore");
+  if (strategy.num_workers() > 1) {
+    const std::string chosen =
+        internal::StrategyAccess::text_from_chief(strategy, latest.value_or(""), "CheckpointManager::restore_or_initialize");
+    latest = chosen.empty() ? std::nullopt : std::optional<std::string>(chosen);
+  }
+  if (latest.has_value()) {
     checkpoint_->restore(*latest, options);
     if (options_.checkpoint_interval.has_value()) last_checkpoint_step_ = options_.step_counter();
     return latest;

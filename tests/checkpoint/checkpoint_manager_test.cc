@@ -169,16 +169,34 @@ TEST_F(CheckpointManagerTest, BadOptionsAreNamed) {
   EXPECT_THAT(made({}, ""), HasSubstr("expected a directory"));
 }
 
-TEST_F(CheckpointManagerTest, AFailedSaveLeavesTheDirectoryAsItWas) {
+TEST_F(CheckpointManagerTest, AFailedSaveChangesNothingAndIsRetried) {
   Checkpoint ckpt;
   ckpt.track("step", &step_);
+  CheckpointManager manager(
+      ckpt, dir_, {.max_to_keep = 2, .step_counter = [this] { return step_; }, .checkpoint_interval = 10});
+  step_ = 0;
+  EXPECT_EQ(manager.save(5), temp_ / "run/ckpt-5.dckpt");
+  step_ = 10;
+  EXPECT_THROW(manager.save(3), InvalidArgumentError);  // refused before anything is written
+  EXPECT_EQ(files_in(dir_), std::vector<std::string>{"ckpt-5.dckpt"});
+  // The failed save did not count as step 10's: the same step saves now.
+  EXPECT_EQ(manager.save(12), temp_ / "run/ckpt-12.dckpt");
+  // A file where the directory should be: nothing is created anywhere.
+  CheckpointManager blocked(ckpt, temp_ / "run/ckpt-5.dckpt/sub", {});
+  EXPECT_THROW(blocked.save(), FailedPreconditionError);
+  EXPECT_EQ(files_in(dir_), (std::vector<std::string>{"ckpt-12.dckpt", "ckpt-5.dckpt"}));
+}
+
+TEST_F(CheckpointManagerTest, WithoutKeepHoursARestartedManagerDeletesOldFilesAtItsFirstSave) {
+  Checkpoint ckpt({.max_to_keep = std::nullopt});
+  ckpt.track("step", &step_);
   fs::create_directories(dir_);
+  for (int i = 0; i < 3; ++i) ckpt.save(dir_);  // e.g. left by a job with a larger max_to_keep
   CheckpointManager manager(ckpt, dir_, {.max_to_keep = 1});
+  EXPECT_EQ(names(manager.checkpoints()),
+            (std::vector<std::string>{"ckpt-1.dckpt", "ckpt-2.dckpt", "ckpt-3.dckpt"}));
   manager.save();
-  // The directory path is taken by a file: nothing can be created under it.
-  CheckpointManager blocked(ckpt, temp_ / "run/ckpt-1.dckpt/sub", {});
-  EXPECT_THROW(blocked.save(), Error);
-  EXPECT_EQ(files_in(dir_), std::vector<std::string>{"ckpt-1.dckpt"});
+  EXPECT_EQ(files_in(dir_), std::vector<std::string>{"ckpt-4.dckpt"});
 }
 
 TEST(CheckpointWrite, WritesExactlyThePathAndDeletesNothing) {

@@ -318,6 +318,16 @@ TEST(LocalWorkers, StructuresReduceOverWorkersAndOtherKeysAreRefused) {
     EXPECT_TRUE(is<InvalidArgumentError>(e)) << what_of(e);
     EXPECT_THAT(what_of(e), HasSubstr("replica(s) 1 passed other lengths or keys than replica 0"));
   }
+  // Strategy::reduce of a structure: one collective per leaf, so the
+  // workers' structures are compared first.
+  const auto reduced = run_workers(2, 1, [&](int w, MultiWorkerMirroredStrategy& s) {
+    s.reduce(ReduceOp::SUM, std::map<std::string, PerReplica<Tensor>>{
+                                {w == 0 ? "a" : "b", PerReplica<Tensor>({Tensor(1.f)})}});
+  });
+  for (const auto& e : reduced) {
+    EXPECT_TRUE(is<InvalidArgumentError>(e)) << what_of(e);
+    EXPECT_THAT(what_of(e), HasSubstr("Strategy::reduce of a structure"));
+  }
 }
 
 TEST(LocalWorkers, MismatchedCallsRaiseOnEveryWorkerAndTheChannelStaysInStep) {

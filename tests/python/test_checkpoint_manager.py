@@ -72,5 +72,8 @@ def test_write_and_partial_restore(tmp_path):
   with pytest.raises(dist.InvalidArgumentError, match="expect_partial"):
     partial.restore(path)
   assert int(np.asarray(only.value())) == 0
-  partial.restore(path, expect_partial=True).expect_partial()
+  status = partial.restore(path, expect_partial=True).expect_partial()
   assert int(np.asarray(only.value())) == 7
+  with pytest.raises(AssertionError, match="expect_partial"):
+    status.assert_consumed()
+  tf.train.Checkpoint(step=step, weights=weights).restore(path).assert_consumed()

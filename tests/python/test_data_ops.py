@@ -141,3 +141,12 @@ def test_with_options_round_trips_the_auto_shard_policy():
     options.experimental_distribute.auto_shard_policy = "SOMETIMES"
   with pytest.raises(dist.InvalidArgumentError, match="distribute.data.Options"):
     Dataset.range(2).with_options({"auto_shard_policy": "OFF"})
+
+
+def test_element_spec_of_a_parallel_python_map_does_not_hold_the_gil():
+  # The first element is computed on pipeline threads that call Python.
+  slow = Dataset.range(8).map(lambda x: x * 2, num_parallel_calls=tf.data.AUTOTUNE).prefetch(2).batch(4)
+  assert slow.element_spec == tf.TensorSpec((None,), "int64")
+  s = dist.MirroredStrategy(["CPU:0", "CPU:1"])
+  spec = s.experimental_distribute_dataset(slow).element_spec
+  assert spec == dist.data.PerReplicaSpec(tf.TensorSpec((None,), "int64"), tf.TensorSpec((None,), "int64"))
