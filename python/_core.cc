@@ -478,6 +478,19 @@ struct ManagerHolder {
   std::unique_ptr<dist::CheckpointManager> manager;
 };
 
+// d.element_spec() (which may read a first element, running Python map
+// functions on pipeline threads) with the GIL released, as spec_list.
+template <class D>
+py::tuple spec_without_gil(const D& d) {
+  std::optional<dist::ElementSpec> spec;
+  {
+    Interruptible interruptible;
+    ReleaseGil nogil;
+    spec = d.element_spec();
+  }
+  return spec_list(*spec);
+}
+
 dist::Element element_of(std::vector<dist::Tensor> components, bool is_tuple) {
   if (!is_tuple && components.size() == 1) return dist::Element(std::move(components[0]));
   return dist::Element(std::move(components));
@@ -691,18 +704,7 @@ PYBIND11_MODULE(_core, m) {
              return policy_name(*p);
            })
       // ([(dtype name, shape with -1 for unknown)], is_tuple)
-      // (Reading a first element may run Python map functions on pipeline
-      // threads: the GIL is released meanwhile.)
-      .def("element_spec",
-           [](const dist::Dataset& d) {
-             std::optional<dist::ElementSpec> spec;
-             {
-               Interruptible interruptible;
-               ReleaseGil nogil;
-               spec = d.element_spec();
-             }
-             return spec_list(*spec);
-           })
+      .def("element_spec", [](const dist::Dataset& d) { return spec_without_gil(d); })
       .def("make_iterator", [](const dist::Dataset& d) {
         return std::make_unique<Closable<dist::Dataset::Iterator>>(d.make_iterator());
       });
@@ -731,16 +733,7 @@ PYBIND11_MODULE(_core, m) {
 
   py::class_<dist::DistributedDataset>(m, "DistributedDataset")
       .def_property_readonly("num_replicas_in_sync", &dist::DistributedDataset::num_replicas_in_sync)
-      .def("element_spec",
-           [](const dist::DistributedDataset& d) {
-             std::optional<dist::ElementSpec> spec;
-             {
-               Interruptible interruptible;
-               ReleaseGil nogil;
-               spec = d.element_spec();
-             }
-             return spec_list(*spec);
-           })
+      .def("element_spec", [](const dist::DistributedDataset& d) { return spec_without_gil(d); })
       .def("make_iterator", [](const dist::DistributedDataset& d) {
         return std::make_unique<Closable<dist::DistributedIterator>>(d.make_iterator());
       });

@@ -19,16 +19,27 @@
 namespace distribute {
 namespace internal {
 
+namespace {
+
+// InvalidArgumentError unless element `e` (at `index` of the stream) has the
+// structure of `first` (at `first_index`).
+void check_same_structure(const Element& first, std::int64_t first_index, const Element& e, const std::string& index,
+                          const char* op) {
+  if (e.is_tuple() != first.is_tuple() || e.size() != first.size()) {
+    throw InvalidArgumentError(std::string(op) + ": expected elements of the same structure, got element " +
+                               std::to_string(first_index) + " with " + std::to_string(first.size()) +
+                               " component(s) and element " + index + " with " + std::to_string(e.size()));
+  }
+}
+
+}  // namespace
+
 Element stack_elements(const std::vector<Element>& rows, std::int64_t first_index, const char* op) {
   const Element& first = rows.front();
   for (std::size_t i = 1; i < rows.size(); ++i) {
     const Element& e = rows[i];
     const std::string index = std::to_string(first_index + static_cast<std::int64_t>(i));
-    if (e.is_tuple() != first.is_tuple() || e.size() != first.size()) {
-      throw InvalidArgumentError(std::string(op) + ": expected elements of the same structure, got element " +
-                                 std::to_string(first_index) + " with " + std::to_string(first.size()) +
-                                 " component(s) and element " + index + " with " + std::to_string(e.size()));
-    }
+    check_same_structure(first, first_index, e, index, op);
     for (std::size_t c = 0; c < e.size(); ++c) {
       if (e[c].shape() != first[c].shape() || e[c].dtype() != first[c].dtype()) {
         throw InvalidArgumentError(std::string(op) + ": cannot batch elements of different shapes: element " +
@@ -289,11 +300,7 @@ Element pad_and_stack(const std::vector<Element>& rows, std::int64_t first_index
     for (std::size_t i = 0; i < rows.size(); ++i) {
       const Element& e = rows[i];
       const std::string index = std::to_string(first_index + static_cast<std::int64_t>(i));
-      if (e.is_tuple() != first.is_tuple() || e.size() != first.size()) {
-        throw InvalidArgumentError(std::string(op) + ": expected elements of the same structure, got element " +
-                                   std::to_string(first_index) + " with " + std::to_string(first.size()) +
-                                   " component(s) and element " + index + " with " + std::to_string(e.size()));
-      }
+      check_same_structure(first, first_index, e, index, op);
       if (e[c].dtype() != first[c].dtype() || e[c].rank() != first[c].rank()) {
         throw InvalidArgumentError(std::string(op) + ": expected elements of the same dtype and rank, got element " +
                                    std::to_string(first_index) + " with " + describe(first[c]) + " and element " +
