@@ -318,6 +318,7 @@ const char* format_of(dist::DType dtype) {
     case dist::DType::kFloat64: return "d";
     case dist::DType::kInt32: return "i";
     case dist::DType::kInt64: return "q";
+    case dist::DType::kString: break;  // no buffer format: tensor_buffer refuses strings
   }
   return "f";
 }
@@ -360,6 +361,11 @@ dist::Tensor wrap_buffer(const py::buffer& buffer, bool need_writable = false) {
 }
 
 py::buffer_info tensor_buffer(const dist::Tensor& t) {
+  if (t.dtype() == dist::DType::kString) {
+    // numpy reads a string tensor through Tensor.numpy() (a copy into bytes objects).
+    PyErr_SetString(PyExc_BufferError, "a string tensor has no buffer of numbers; use .numpy() for its bytes");
+    throw py::error_already_set();
+  }
   std::vector<py::ssize_t> shape, strides(static_cast<std::size_t>(t.rank()));
   for (int k = 0; k < t.rank(); ++k) shape.push_back(static_cast<py::ssize_t>(t.dim(k)));
   auto stride = static_cast<py::ssize_t>(dist::dtype_size(t.dtype()));
@@ -391,11 +397,15 @@ DLDataType dlpack_dtype(dist::DType dtype) {
     case dist::DType::kFloat64: return {kDLFloat, 64, 1};
     case dist::DType::kInt32: return {kDLInt, 32, 1};
     case dist::DType::kInt64: return {kDLInt, 64, 1};
+    case dist::DType::kString: break;  // no DLPack type: to_dlpack refuses strings
   }
   return {kDLFloat, 32, 1};
 }
 
 py::capsule to_dlpack(const dist::Tensor& t) {
+  if (t.dtype() == dist::DType::kString) {
+    throw dist::InvalidArgumentError("__dlpack__: expected a tensor of a number dtype, got dtype string");
+  }
   auto* e = new DlpackExport{{}, t, {}};
   for (int k = 0; k < t.rank(); ++k) e->shape.push_back(t.dim(k));
   DLTensor& d = e->managed.dl_tensor;
@@ -619,9 +629,22 @@ PYBIND11_MODULE(_core, m) {
           py::arg("stream") = py::none(), "The tensor's buffer as a DLPack capsule, without a copy (read-only)")
       .def("__dlpack_device__", [](const dist::Tensor&) { return py::make_tuple(static_cast<int>(kDLCPU), 0); })
       .def("_to_string", &dist::Tensor::to_string)
+      .def("_strings",
+           [](const dist::Tensor& t) {
+             const auto strings = t.strings();
+             py::list out(strings.size());
+             for (std::size_t i = 0; i < strings.size(); ++i) out[i] = py::bytes(strings[i]);
+             return out;
+           })
       .def("_data_address", [](const dist::Tensor& t) { return reinterpret_cast<std::uintptr_t>(t.bytes().data()); })
       .def("_shares_buffer_with", &dist::Tensor::shares_buffer_with);
   m.def("wrap", [](const py::buffer& b) { return wrap_buffer(b); }, "A Tensor over a C-contiguous buffer, without a copy");
+  m.def(
+      "strings",
+      [](const std::vector<std::string>& values, const std::vector<std::int64_t>& shape) {
+        return dist::Tensor(values, dist::Shape(shape));
+      },
+      "A string tensor of `values` (bytes) laid out in `shape` (a copy)");
 
   // --- Datasets -------------------------------------------------------------
   py::class_<dist::Dataset>(m, "Dataset")

@@ -155,7 +155,8 @@ class Dataset {
   // component is padded at the end of each dimension to padded_shapes[c]
   // (-1 in it, or no padded_shapes: to the largest size in the batch) with
   // padding_values[c] (default 0; one value: for every component; cast to
-  // the component's dtype), then stacked. Elements must agree in
+  // the component's dtype; string components get empty strings, and a
+  // per-component value for one must be 0), then stacked. Elements must agree in
   // structure, dtype and rank. InvalidArgumentError for batch_size <= 0,
   // padded_shapes or padding_values of the wrong length or rank, or an
   // element larger than its padded shape (naming both).

@@ -1,6 +1,6 @@
 // Tensor: an immutable, reference-counted, contiguous n-dimensional array.
 //
-// A Tensor has a dtype (float32, float64, int32, int64), a shape, and a
+// A Tensor has a dtype (float32, float64, int32, int64, string), a shape, and a
 // row-major buffer that is never written after the Tensor is built. Copying a
 // Tensor copies a reference to the same buffer (O(1), no data copy); slicing
 // along axis 0 and reshaping are zero-copy views of the same buffer. Because
@@ -20,6 +20,14 @@
 // The dtype follows the C++ element type: float -> float32, double -> float64,
 // int32_t -> int32, int64_t -> int64. As with std::vector, braces pick the
 // list constructor: Tensor{5.f} has shape (1,), Tensor(5.f) has shape ().
+//
+// String tensors (TF's tf.string, byte strings: lines, serialized records):
+//   Tensor s(std::string("hello"));                        // string, shape ()
+//   Tensor v(std::vector<std::string>{"a", "bc"}, {2});    // string, shape (2,)
+//   v.strings()[1] == "bc"
+// They support what moves elements (views, concat, stack, batching,
+// equality, printing as TF does: b'hello'); arithmetic, sum/mean, cast,
+// item, wrap and collectives raise InvalidArgumentError for them.
 #pragma once
 
 #include <cstddef>
@@ -136,11 +144,16 @@ class Tensor {
   template <TensorElement T>
   Tensor(std::vector<T> values, Shape shape);
 
+  // A rank-0 string tensor.
+  explicit Tensor(std::string value);
+  // Strings laid out row-major in `shape` (element count as above).
+  Tensor(std::vector<std::string> values, Shape shape);
+
   template <TensorElement T>
   static Tensor scalar(T value) {
     return Tensor(value);
   }
-  // A tensor of `shape` filled with zeros.
+  // A tensor of `shape` filled with zeros (empty strings for kString).
   static Tensor zeros(DType dtype, Shape shape);
   // A tensor of `shape` whose elements `fill` writes: fill(std::span<T>) is
   // called once, on the calling thread, with the new buffer (contents
@@ -187,9 +200,13 @@ class Tensor {
   // Typed read access; InvalidArgumentError when T does not match dtype().
   template <TensorElement T>
   std::span<const T> data() const;
+  // The elements of a string tensor; InvalidArgumentError for other dtypes.
+  std::span<const std::string> strings() const;
   // The single element of a tensor with one element, converted to T.
   template <TensorElement T>
   T item() const;
+  // The buffer's bytes (for kString: the std::string objects, which only
+  // internal::copy_elements may copy).
   std::span<const std::byte> bytes() const noexcept;
 
   // Zero-copy views of the same buffer.
@@ -294,7 +311,7 @@ Tensor concat(const std::vector<Tensor>& tensors);
 Tensor stack(const std::vector<Tensor>& tensors);
 
 // True when shapes and dtypes are equal and |a - b| <= atol + rtol * |b|
-// element-wise (numpy's allclose).
+// element-wise (numpy's allclose); string tensors must be equal.
 bool allclose(const Tensor& a, const Tensor& b, double rtol = 1e-5, double atol = 1e-8);
 
 // ---------------------------------------------------------------------------

@@ -14,18 +14,27 @@ enum class DType : std::uint8_t {
   kFloat64,
   kInt32,
   kInt64,
+  // Byte strings (TF's tf.string): lines of text, serialized records. Only
+  // the operations that move elements support them (slicing, batching,
+  // concat, stack, equality, printing, datasets); arithmetic, casts,
+  // collectives and variables raise InvalidArgumentError for them.
+  kString,
 };
 
-// "float32", "float64", "int32", "int64".
+// "float32", "float64", "int32", "int64", "string".
 std::string_view dtype_name(DType dtype);
 
-// Size of one element in bytes.
+// Size of one element in bytes (for kString: of the std::string object that
+// holds it).
 std::size_t dtype_size(DType dtype);
 
 // True for kFloat32 and kFloat64.
 constexpr bool is_floating(DType dtype) {
   return dtype == DType::kFloat32 || dtype == DType::kFloat64;
 }
+
+// True for the four number types (not kString).
+constexpr bool is_numeric(DType dtype) { return dtype != DType::kString; }
 
 // Maps a C++ element type to its DType (float -> kFloat32, double -> kFloat64,
 // int32_t -> kInt32, int64_t -> kInt64). Other types do not compile.
@@ -50,7 +59,8 @@ struct dtype_of<std::int64_t> {
 template <class T>
 inline constexpr DType dtype_of_v = dtype_of<T>::value;
 
-// True when T is one of the four element types.
+// True when T is one of the four number element types (string tensors have
+// their own constructors and Tensor::strings()).
 template <class T>
 concept TensorElement = std::is_same_v<T, float> || std::is_same_v<T, double> ||
                         std::is_same_v<T, std::int32_t> || std::is_same_v<T, std::int64_t>;

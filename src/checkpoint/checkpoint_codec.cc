@@ -42,6 +42,8 @@ std::uint32_t dtype_code(DType dtype) {
       return 2;
     case DType::kInt64:
       return 3;
+    case DType::kString:
+      break;  // not in the format: encode() refuses string tensors
   }
   return 0xFFFFFFFFu;
 }
@@ -135,6 +137,10 @@ std::vector<std::byte> encode(const std::vector<NamedTensor>& entries) {
   w.u64(0);  // the file length, patched below
   w.u32(0);  // the header CRC, patched below
   for (const NamedTensor& e : entries) {
+    if (!is_numeric(e.value.dtype())) {
+      throw UnimplementedError("Checkpoint: cannot save '" + e.name + "': the format holds number tensors, got dtype " +
+                               std::string(dtype_name(e.value.dtype())));
+    }
     const std::size_t start = w.size();
     w.u32(static_cast<std::uint32_t>(e.name.size()));
     w.bytes(std::as_bytes(std::span<const char>(e.name.data(), e.name.size())));

@@ -8,6 +8,7 @@
 #include "core/reduce_kernels.h"
 #include "core/describe.h"
 #include "core/dtype_dispatch.h"
+#include "core/tensor_access.h"
 #include "distribute/errors.h"
 #include "runtime/cpu_count.h"
 #include "runtime/interrupt.h"
@@ -343,6 +344,7 @@ std::vector<Tensor>& CollectiveGroup::reduce(int replica, ReduceOp op, std::span
   if (bytes_per_pack < 0) {
     throw InvalidArgumentError("all_reduce: expected bytes_per_pack >= 0, got " + std::to_string(bytes_per_pack));
   }
+  for (const Tensor& t : values) check_numeric(t, "all_reduce");
   Slot& mine = slot(replica);
   // Plan the packs: consecutive tensors of one dtype, up to bytes_per_pack
   // bytes each (0: no limit).
@@ -607,6 +609,7 @@ std::vector<Tensor>& CollectiveGroup::reduce(int replica, ReduceOp op, std::span
 
 std::vector<Tensor> CollectiveGroup::all_gather(int replica, const std::vector<Tensor>& values, int axis,
                                                 Clock::time_point deadline) {
+  for (const Tensor& t : values) check_numeric(t, "all_gather");
   const std::uint64_t seq = publish(replica, [&](Descriptor& d) {
     d.kind = Kind::kAllGather;
     d.axis = axis;

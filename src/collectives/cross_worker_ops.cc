@@ -4,6 +4,7 @@
 #include <string>
 
 #include "core/describe.h"
+#include "core/tensor_access.h"
 #include "distribute/errors.h"
 
 namespace distribute::internal {
@@ -29,6 +30,7 @@ std::vector<std::byte> spec_bytes(const Tensor& t) {
 
 Tensor sum_over_workers(CrossWorker& cross, const char* what, const Tensor& value, CrossWorker::Clock::time_point deadline,
                         FunctionRef<bool()> cancelled) {
+  check_numeric(value, what);
   void* data = nullptr;
   Tensor out = allocate_tensor(value.dtype(), value.shape(), &data);
   cross.all_reduce_sum(what, value.dtype(), value.bytes().data(), data, static_cast<std::size_t>(value.num_elements()),
@@ -38,6 +40,7 @@ Tensor sum_over_workers(CrossWorker& cross, const char* what, const Tensor& valu
 
 Tensor broadcast_from_worker0(CrossWorker& cross, const char* what, const Tensor& value,
                               CrossWorker::Clock::time_point deadline, FunctionRef<bool()> cancelled) {
+  check_numeric(value, what);
   // The shapes first, so that a mismatch is an error, not a short read.
   const std::vector<std::byte> mine = spec_bytes(value);
   const auto specs = cross.all_gather(what, mine, deadline, cancelled);
@@ -55,6 +58,7 @@ Tensor broadcast_from_worker0(CrossWorker& cross, const char* what, const Tensor
 
 Tensor gather_over_workers(CrossWorker& cross, const char* what, const Tensor& value, int axis,
                            CrossWorker::Clock::time_point deadline, FunctionRef<bool()> cancelled) {
+  check_numeric(value, what);
   const auto specs = cross.all_gather(what, spec_bytes(value), deadline, cancelled);
   const auto data = cross.all_gather(what, value.bytes(), deadline, cancelled);
   std::vector<Tensor> parts;

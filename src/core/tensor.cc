@@ -134,6 +134,7 @@ Tensor reduce_axis(const Tensor& t, int axis, bool mean, const char* op) {
       if (i != a) out_shape.push_back(t.shape()[static_cast<std::size_t>(i)]);
     }
   }
+  if (!is_numeric(t.dtype())) internal::throw_not_numeric(t.dtype(), op);
   if (mean && n == 0 && !is_floating(t.dtype())) {
     throw InvalidArgumentError(std::string(op) + ": cannot take the mean of zero elements of an integer tensor (" +
                                describe(t) + ")");
@@ -175,6 +176,7 @@ Tensor binary(BinaryOp op, const Tensor& a, const Tensor& b) {
     throw InvalidArgumentError(std::string(binary_op_name(op)) + ": expected operands of the same dtype, got " +
                                describe(a) + " and " + describe(b));
   }
+  if (!is_numeric(a.dtype())) internal::throw_not_numeric(a.dtype(), binary_op_name(op));
   if (a.shape() != b.shape() && a.rank() != 0 && b.rank() != 0) {
     throw InvalidArgumentError(std::string(binary_op_name(op)) +
                                ": expected equal shapes or a scalar operand, got " + describe(a) + " and " +
@@ -282,9 +284,34 @@ ElementCount count_elements(const Shape& shape, DType dtype) {
 }
 
 Tensor allocate_tensor(DType dtype, Shape shape, void** data) {
-  auto storage = allocate_storage(checked_num_bytes(shape, dtype));
+  const std::size_t bytes = checked_num_bytes(shape, dtype);
+  if (dtype == DType::kString) {
+    // The elements are live (empty) strings from the start, destroyed with
+    // the buffer: writers assign them, never memcpy them.
+    const std::size_t n = bytes / sizeof(std::string);
+    std::byte* p = allocate_bytes(bytes);
+    auto* first = reinterpret_cast<std::string*>(p);
+    std::uninitialized_value_construct_n(first, n);
+    std::shared_ptr<const std::byte> storage(p, [bytes, n](const std::byte* q) {
+      std::destroy_n(reinterpret_cast<std::string*>(const_cast<std::byte*>(q)), n);
+      free_bytes(const_cast<std::byte*>(q), bytes);
+    });
+    *data = p;
+    return Tensor(std::move(storage), 0, std::move(shape), dtype);
+  }
+  auto storage = allocate_storage(bytes);
   *data = const_cast<std::byte*>(storage.get());
   return Tensor(std::move(storage), 0, std::move(shape), dtype);
+}
+
+void copy_elements(DType dtype, std::byte* dst, const std::byte* src, std::size_t bytes) {
+  if (bytes == 0) return;
+  if (dtype == DType::kString) {
+    const auto* from = reinterpret_cast<const std::string*>(src);
+    std::copy(from, from + bytes / sizeof(std::string), reinterpret_cast<std::string*>(dst));
+    return;
+  }
+  std::memcpy(dst, src, bytes);
 }
 
 // Aligned to a cache line: pools of different threads never share one.
@@ -310,7 +337,7 @@ BufferPool::~BufferPool() {
 
 Tensor BufferPool::allocate(DType dtype, Shape shape, void** data) {
   const std::size_t bytes = checked_num_bytes(shape, dtype);
-  if (bytes < state_->min_bytes) return allocate_tensor(dtype, std::move(shape), data);
+  if (bytes < state_->min_bytes || dtype == DType::kString) return allocate_tensor(dtype, std::move(shape), data);
   std::byte* p = nullptr;
   {
     std::lock_guard<std::mutex> lock(state_->mutex);
@@ -349,7 +376,9 @@ std::byte* exclusive_bytes(const Tensor& t) noexcept {
   // other thread may copy `t`; no weak_ptr to a Tensor buffer exists). A
   // stale value errs on the safe side: 2 or more means "not exclusive".
   const std::shared_ptr<const std::byte>& owner = TensorAccess::storage(t);
-  if (owner == nullptr || TensorAccess::read_only(t) || owner.use_count() != 1) return nullptr;
+  if (owner == nullptr || TensorAccess::read_only(t) || !is_numeric(t.dtype()) || owner.use_count() != 1) {
+    return nullptr;
+  }
   // Reading 1 does not order the other owners' accesses before ours: a
   // thread that read the buffer, then dropped its reference (a release
   // decrement), must not race with our writes. Taking and dropping a
@@ -422,6 +451,24 @@ void throw_ragged_rows(std::size_t expected, std::size_t got) {
 
 Tensor::Tensor() : Tensor(0.f) {}
 
+Tensor::Tensor(std::string value) : Tensor(std::vector<std::string>{std::move(value)}, Shape{}) {}
+
+Tensor::Tensor(std::vector<std::string> values, Shape shape) {
+  const std::int64_t n = checked_num_elements(shape, DType::kString);
+  if (static_cast<std::size_t>(n) != values.size()) {
+    throw InvalidArgumentError("expected " + std::to_string(n) + " values for shape " + shape_string(shape) +
+                               ", got " + std::to_string(values.size()));
+  }
+  void* out = nullptr;
+  *this = internal::allocate_tensor(DType::kString, std::move(shape), &out);
+  std::move(values.begin(), values.end(), static_cast<std::string*>(out));
+}
+
+std::span<const std::string> Tensor::strings() const {
+  if (dtype_ != DType::kString) internal::throw_dtype_mismatch(DType::kString, dtype_, "Tensor::strings");
+  return {reinterpret_cast<const std::string*>(raw()), static_cast<std::size_t>(num_elements_)};
+}
+
 Tensor::Tensor(std::shared_ptr<const std::byte> storage, std::size_t offset, Shape shape, DType dtype)
     : storage_(std::move(storage)),
       offset_(offset),
@@ -430,6 +477,7 @@ Tensor::Tensor(std::shared_ptr<const std::byte> storage, std::size_t offset, Sha
       dtype_(dtype) {}
 
 Tensor Tensor::wrap(DType dtype, Shape shape, const void* data, std::shared_ptr<const void> owner, bool writable) {
+  if (!is_numeric(dtype)) internal::throw_not_numeric(dtype, "Tensor::wrap");
   const std::int64_t elements = checked_num_elements(shape, dtype);
   if (elements > 0 && data == nullptr) {
     throw InvalidArgumentError("Tensor::wrap: expected a buffer of " + std::to_string(elements) + " elements of " +
@@ -466,7 +514,7 @@ Tensor Tensor::from_bytes(DType dtype, Shape shape, const void* data, std::size_
 Tensor Tensor::zeros(DType dtype, Shape shape) {
   void* out = nullptr;
   Tensor t = internal::allocate_tensor(dtype, std::move(shape), &out);
-  std::memset(out, 0, static_cast<std::size_t>(t.num_elements()) * dtype_size(dtype));
+  if (dtype != DType::kString) std::memset(out, 0, static_cast<std::size_t>(t.num_elements()) * dtype_size(dtype));
   return t;
 }
 
@@ -479,10 +527,13 @@ T Tensor::item() const {
   if (num_elements_ != 1) {
     throw InvalidArgumentError("Tensor::item: expected a tensor with one element, got " + describe(*this));
   }
-  return internal::dispatch_dtype(dtype_, [&](auto zero) {
-    using U = decltype(zero);
-    return static_cast<T>(data<U>()[0]);
-  });
+  return internal::dispatch_dtype(
+      dtype_,
+      [&](auto zero) {
+        using U = decltype(zero);
+        return static_cast<T>(data<U>()[0]);
+      },
+      "Tensor::item");
 }
 template float Tensor::item<float>() const;
 template double Tensor::item<double>() const;
@@ -539,6 +590,10 @@ Tensor Tensor::mean(int axis) const { return reduce_axis(*this, axis, true, "Ten
 
 Tensor Tensor::cast(DType dtype) const {
   if (dtype == dtype_) return *this;
+  if (!is_numeric(dtype_) || !is_numeric(dtype)) {
+    throw InvalidArgumentError("Tensor::cast: casting " + std::string(dtype_name(dtype_)) + " to " +
+                               std::string(dtype_name(dtype)) + " is not supported (string tensors are not numbers)");
+  }
   void* out = nullptr;
   Tensor result = internal::allocate_tensor(dtype, shape_, &out);
   internal::dispatch_dtype(dtype_, [&](auto from_zero) {
@@ -555,6 +610,7 @@ Tensor Tensor::cast(DType dtype) const {
 
 bool operator==(const Tensor& a, const Tensor& b) {
   if (a.dtype() != b.dtype() || a.shape() != b.shape()) return false;
+  if (a.dtype() == DType::kString) return std::ranges::equal(a.strings(), b.strings());
   return internal::dispatch_dtype(a.dtype(), [&](auto zero) {
     using T = decltype(zero);
     auto x = a.data<T>();
@@ -615,7 +671,7 @@ Tensor concat(const std::vector<Tensor>& tensors) {
   auto* dst = static_cast<std::byte*>(out);
   for (const Tensor& t : tensors) {
     auto b = t.bytes();
-    if (!b.empty()) std::memcpy(dst, b.data(), b.size());
+    internal::copy_elements(first.dtype(), dst, b.data(), b.size());
     dst += b.size();
   }
   return result;
@@ -642,6 +698,7 @@ Tensor stack(const std::vector<Tensor>& tensors) {
 
 bool allclose(const Tensor& a, const Tensor& b, double rtol, double atol) {
   if (a.dtype() != b.dtype() || a.shape() != b.shape()) return false;
+  if (a.dtype() == DType::kString) return a == b;
   return internal::dispatch_dtype(a.dtype(), [&](auto zero) {
     using T = decltype(zero);
     auto x = a.data<T>();

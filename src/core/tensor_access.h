@@ -7,6 +7,7 @@
 #include <memory>
 #include <utility>
 
+#include "core/dtype_dispatch.h"
 #include "distribute/tensor.h"
 
 namespace distribute::internal {
@@ -20,9 +21,21 @@ struct TensorAccess {
   static const std::byte* raw(const Tensor& t) noexcept { return t.raw(); }
 };
 
+// InvalidArgumentError naming `what` unless `t` holds numbers: the check at
+// the entry of every layer that treats tensors as bytes or numbers
+// (collectives, transports).
+inline void check_numeric(const Tensor& t, const char* what) {
+  if (!is_numeric(t.dtype())) throw_not_numeric(t.dtype(), what);
+}
+
+// Copies `bytes` bytes of elements of `dtype` from `src` to `dst`, both
+// inside tensor buffers (allocate_tensor's, whose string elements exist):
+// memcpy for numbers, element assignment for kString.
+void copy_elements(DType dtype, std::byte* dst, const std::byte* src, std::size_t bytes);
+
 // The one exception to Tensor's immutability, for collectives that reduce
 // into a handed-over (donated) tensor. Returns t's bytes, writable, when `t`
-// is the only owner of its buffer (no other Tensor or view, on any thread,
+// is the only owner of its buffer and holds numbers (no other Tensor or view, on any thread,
 // shares it: use_count() == 1), else nullptr. The caller must own `t` itself
 // (no other thread reads or copies it during the call) and may write through
 // the pointer only while no copy of `t` it made is read by anyone else.

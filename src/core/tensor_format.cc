@@ -384,6 +384,50 @@ std::string format_typed(std::span<const std::int64_t> shape, const void* data) 
   return format_array(shape, values, size > kThreshold);
 }
 
+// Python's repr() of a bytes object: b'...' (b"..." when the bytes hold a '
+// and no "), with \\, \t, \n, \r and the quote escaped and other bytes
+// outside printable ASCII as \xhh.
+std::string bytes_repr(const std::string& bytes) {
+  const bool double_quote = bytes.find('\'') != std::string::npos && bytes.find('"') == std::string::npos;
+  const char quote = double_quote ? '"' : '\'';
+  std::string out = "b";
+  out += quote;
+  for (const char ch : bytes) {
+    const auto c = static_cast<unsigned char>(ch);
+    if (c == '\\' || c == static_cast<unsigned char>(quote)) {
+      out += '\\';
+      out += ch;
+    } else if (c == '\t') {
+      out += "\\t";
+    } else if (c == '\n') {
+      out += "\\n";
+    } else if (c == '\r') {
+      out += "\\r";
+    } else if (c < 0x20 || c >= 0x7f) {
+      static constexpr char kHex[] = "0123456789abcdef";
+      out += "\\x";
+      out += kHex[c >> 4];
+      out += kHex[c & 15];
+    } else {
+      out += ch;
+    }
+  }
+  out += quote;
+  return out;
+}
+
+// numpy's str() of an array of bytes objects: each element's repr, unpadded.
+std::string format_strings(std::span<const std::int64_t> shape, const std::string* values) {
+  if (shape.empty()) return bytes_repr(values[0]);
+  std::int64_t size = 1;
+  for (std::int64_t dim : shape) {
+    if (dim <= 0) return "[]";
+    size *= dim;
+  }
+  const ArrayPrinter printer(shape, size > kThreshold);
+  return printer.print([&](std::int64_t off) { return bytes_repr(values[off]); });
+}
+
 }  // namespace
 
 std::string format_numpy(DType dtype, std::span<const std::int64_t> shape, const void* data) {
@@ -396,6 +440,8 @@ std::string format_numpy(DType dtype, std::span<const std::int64_t> shape, const
       return format_typed<std::int32_t>(shape, data);
     case DType::kInt64:
       return format_typed<std::int64_t>(shape, data);
+    case DType::kString:
+      return format_strings(shape, static_cast<const std::string*>(data));
   }
   return {};
 }

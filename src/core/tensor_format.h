@@ -20,6 +20,9 @@ namespace distribute::internal {
 //   "[]" when any dim is 0, "[1.5 2. ]", "[1.e+00 1.e+04]", summarization
 //   with "..." over 1000 elements, line wrapping at 75 columns).
 //
+// kString: each element as Python's repr() of bytes (b'abc', b'a\nb'),
+//   unpadded, as numpy prints an array of bytes objects.
+//
 // `data` points to prod(shape) contiguous row-major elements of `dtype`.
 std::string format_numpy(DType dtype, std::span<const std::int64_t> shape, const void* data);
 

@@ -13,6 +13,7 @@
 #include <utility>
 
 #include "core/describe.h"
+#include "core/tensor_access.h"
 #include "data/dataset_node.h"
 #include "distribute/errors.h"
 
@@ -68,7 +69,7 @@ Element stack_elements(const std::vector<Element>& rows, std::int64_t first_inde
     auto* dst = static_cast<std::byte*>(data);
     for (const Tensor& row : column) {
       const auto bytes = row.bytes();
-      if (!bytes.empty()) std::memcpy(dst, bytes.data(), bytes.size());
+      copy_elements(row.dtype(), dst, bytes.data(), bytes.size());
       dst += bytes.size();
     }
     out.push_back(std::move(batch));
@@ -89,7 +90,7 @@ Element gather_rows(const std::vector<Tensor>& components, bool is_tuple, std::s
     auto* dst = static_cast<std::byte*>(data);
     if (row_bytes > 0) {
       for (const std::int64_t r : rows) {
-        std::memcpy(dst, all.data() + static_cast<std::size_t>(r) * row_bytes, row_bytes);
+        copy_elements(c.dtype(), dst, all.data() + static_cast<std::size_t>(r) * row_bytes, row_bytes);
         dst += row_bytes;
       }
     }
@@ -232,10 +233,10 @@ class BatchNode final : public UnaryNode {
 
 // Copies the row-major array `src` of shape `from` into the corner of the
 // row-major array `dst` of shape `to` (to[d] >= from[d]).
-void copy_into_corner(const std::byte* src, const Shape& from, std::byte* dst, const Shape& to, std::size_t d,
-                      std::size_t element_bytes) {
+void copy_into_corner(DType dtype, const std::byte* src, const Shape& from, std::byte* dst, const Shape& to,
+                      std::size_t d, std::size_t element_bytes) {
   if (d == from.size()) {
-    std::memcpy(dst, src, element_bytes);
+    copy_elements(dtype, dst, src, element_bytes);
     return;
   }
   std::size_t src_stride = element_bytes, dst_stride = element_bytes;
@@ -244,16 +245,17 @@ void copy_into_corner(const std::byte* src, const Shape& from, std::byte* dst, c
     dst_stride *= static_cast<std::size_t>(to[k]);
   }
   if (d + 1 == from.size()) {
-    if (from[d] > 0) std::memcpy(dst, src, static_cast<std::size_t>(from[d]) * element_bytes);
+    if (from[d] > 0) copy_elements(dtype, dst, src, static_cast<std::size_t>(from[d]) * element_bytes);
     return;
   }
   for (std::int64_t i = 0; i < from[d]; ++i) {
-    copy_into_corner(src + static_cast<std::size_t>(i) * src_stride, from,
+    copy_into_corner(dtype, src + static_cast<std::size_t>(i) * src_stride, from,
                      dst + static_cast<std::size_t>(i) * dst_stride, to, d + 1, element_bytes);
   }
 }
 
-// A new tensor of `dtype` and `shape` filled with `value`; *data: its buffer.
+// A new tensor of `dtype` and `shape` filled with `value` (empty strings for
+// kString); *data: its buffer.
 Tensor filled(DType dtype, Shape shape, double value, void** buffer) {
   void*& data = *buffer;
   Tensor t = allocate_tensor(dtype, std::move(shape), &data);
@@ -271,6 +273,8 @@ Tensor filled(DType dtype, Shape shape, double value, void** buffer) {
     case DType::kInt64:
       std::fill_n(static_cast<std::int64_t*>(data), n, static_cast<std::int64_t>(value));
       break;
+    case DType::kString:
+      break;  // allocate_tensor's elements are empty strings
   }
   return t;
 }
@@ -326,6 +330,10 @@ Element pad_and_stack(const std::vector<Element>& rows, std::int64_t first_index
         target[d] = want[d];
       }
     }
+    if (first[c].dtype() == DType::kString && padding_values.size() > 1 && padding_values[c] != 0) {
+      throw InvalidArgumentError(std::string(op) + ": string components are padded with empty strings, got padding value " +
+                                 std::to_string(padding_values[c]) + component);
+    }
     Shape batch_shape = target;
     batch_shape.insert(batch_shape.begin(), static_cast<std::int64_t>(rows.size()));
     void* data = nullptr;
@@ -338,7 +346,7 @@ Element pad_and_stack(const std::vector<Element>& rows, std::int64_t first_index
     for (std::size_t i = 0; i < rows.size(); ++i) {
       const Tensor& t = rows[i][c];
       if (t.num_elements() == 0) continue;
-      copy_into_corner(t.bytes().data(), t.shape(), dst + i * row_bytes, target, 0, element_bytes);
+      copy_into_corner(t.dtype(), t.bytes().data(), t.shape(), dst + i * row_bytes, target, 0, element_bytes);
     }
     out.push_back(std::move(batch));
   }

@@ -44,7 +44,7 @@ Element decode_empty(const std::vector<std::byte>& bytes) {
     for (std::size_t k = 0; k < rank; ++k) shape.push_back(words.at(at++));
     void* data = nullptr;
     components.push_back(allocate_tensor(dtype, shape, &data));
-    std::memset(data, 0, components.back().bytes().size());  // 0 rows, or a zero scalar
+    if (dtype != DType::kString) std::memset(data, 0, components.back().bytes().size());  // 0 rows, or a zero scalar
   }
   return tuple ? Element(std::move(components)) : Element(std::move(components.at(0)));
 }

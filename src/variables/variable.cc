@@ -49,6 +49,10 @@ Variable::Variable(Tensor initial_value, VariableOptions options) : state_(std::
   State& s = *state_;
   s.name = std::move(options.name);
   s.aggregation = options.aggregation;
+  if (!is_numeric(initial_value.dtype())) {
+    throw InvalidArgumentError("Variable " + quoted(s.name) + ": expected an initial value of a number dtype, got " +
+                               internal::describe(initial_value) + " (string variables are not supported)");
+  }
   const internal::ThreadMode* mode = internal::current_mode();
   Strategy* strategy = nullptr;
   if (mode != nullptr && mode->replica != nullptr) {

@@ -235,6 +235,24 @@ TEST(RunSeedExample, ExampleTwoPrintsReplicaIds) {
   EXPECT_EQ(to_string(values), "PerReplica:{\n  0: 0,\n  1: 1\n}");
 }
 
+TEST(StringValuesTest, CollectivesRefuseStringsAndReleaseTheOtherReplicas) {
+  MirroredStrategy strategy(testing::cpu_devices(2));
+  try {
+    strategy.run([] { return current_replica_context().all_reduce(ReduceOp::SUM, Tensor(std::string("a"))); });
+    ADD_FAILURE() << "all_reduce of strings did not throw";
+  } catch (const InvalidArgumentError& e) {
+    EXPECT_THAT(e.what(), HasSubstr("all_reduce"));
+    EXPECT_THAT(e.what(), HasSubstr("got dtype string"));
+  }
+  EXPECT_THROW(strategy.run([] { return current_replica_context().all_gather(Tensor(std::vector<std::string>{"a"}, {1}), 0); }),
+               InvalidArgumentError);
+  // run() itself carries strings: a PerReplica of string tensors.
+  const auto out = strategy.run([] {
+    return Tensor(std::string("replica ") + std::to_string(current_replica_context().replica_id_in_sync_group()));
+  });
+  EXPECT_EQ(strategy.experimental_local_results(out)[1], Tensor(std::string("replica 1")));
+}
+
 }  // namespace
 }  // namespace distribute
 
