@@ -12,7 +12,7 @@
 #include <span>
 #include <vector>
 
-#include "checkpoint/crc32c.h"
+#include "core/crc32c.h"
 #include "distribute/checkpoint.h"
 #include "distribute/errors.h"
 #include "fuzz_util.h"

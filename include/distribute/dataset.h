@@ -72,7 +72,8 @@ struct ElementSpec {
 //   AUTO  FILE for a dataset that reads a list of files (at least one per
 //         worker), else DATA.
 //   FILE  worker w reads files w, w + W, ... of the file source
-//         (Dataset::from_csv_files) under the dataset's transformations; its
+//         (Dataset::from_csv_files, TextLineDataset, TFRecordDataset)
+//         under the dataset's transformations; its
 //         batches are then cut into its replicas' shares as one worker's
 //         would be. InvalidArgumentError for a dataset without a file source
 //         or with fewer files than workers.
@@ -289,6 +290,39 @@ class Dataset {
 };
 
 // --- Files ---------------------------------------------------------------
+
+// How TextLineDataset and TFRecordDataset read their files (TF's arguments
+// of the same names).
+struct ReaderOptions {
+  // "" (uncompressed files; TF's None). TF's "GZIP" and "ZLIB" raise
+  // UnimplementedError; any other value InvalidArgumentError.
+  std::string compression_type;
+  // Bytes read from a file at once (0: 256 KiB).
+  std::int64_t buffer_size = 0;
+  // 0 (TF's None) or 1: the files one after the other. N > 1: N files are
+  // open at once and their records interleaved one at a time, in TF's
+  // order (Dataset::interleave with cycle_length N, block_length 1); each
+  // open file is read ahead on its own thread. Dataset::kAutotune: one
+  // file per usable CPU.
+  std::int64_t num_parallel_reads = 0;
+};
+
+// TF's tf.data.TextLineDataset: the lines of the files, file after file, as
+// string scalars, without their '\n' and with every '\r' dropped (so
+// "a\r\nb" gives "a", "b"); empty lines are elements too, a last line
+// without '\n' is one unless empty, an empty file gives none. A file is
+// opened when the iteration reaches it (NotFoundError naming it then).
+// A source that reads a list of files: a multi-worker strategy's
+// experimental_distribute_dataset shards it by files (AutoShardPolicy::FILE,
+// and AUTO). InvalidArgumentError for an empty list.
+Dataset TextLineDataset(std::vector<std::string> filenames, ReaderOptions options = {});
+
+// TF's tf.data.TFRecordDataset: the records of TFRecord files (each a
+// string scalar), file after file. Every record's two masked CRC32Cs are
+// checked: DataLossError naming the file and the record's byte offset for a
+// checksum that does not match or a file that ends inside a record. Sharded
+// by files as TextLineDataset. InvalidArgumentError for an empty list.
+Dataset TFRecordDataset(std::vector<std::string> filenames, ReaderOptions options = {});
 
 // Reads a numeric CSV file into a float64 Tensor of shape [rows, columns].
 // Every line must have the same number of fields. Raises NotFoundError when

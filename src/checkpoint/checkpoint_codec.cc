@@ -11,7 +11,7 @@
 #include <utility>
 
 #include "checkpoint/checkpoint_files.h"
-#include "checkpoint/crc32c.h"
+#include "core/crc32c.h"
 #include "core/describe.h"
 #include "core/element_count.h"
 #include "distribute/checkpoint.h"

@@ -15,7 +15,7 @@
 #include <string>
 #include <vector>
 
-#include "checkpoint/crc32c.h"
+#include "core/crc32c.h"
 #include "distribute/distribute.h"
 #include "testing/helpers.h"
 

@@ -1,0 +1,65 @@
+// Reading TF's data files: a buffered input file, its lines (TextLineDataset)
+// and its TFRecord framing (TFRecordDataset). The framing of one record:
+//   uint64 length, little-endian
+//   uint32 masked CRC32C of the 8 length bytes
+//   length bytes of data
+//   uint32 masked CRC32C of the data
+// where masked(crc) = ((crc >> 15) | (crc << 17)) + 0xa282ead8 (mod 2^32).
+#pragma once
+
+#include <cstdint>
+#include <cstdio>
+#include <memory>
+#include <optional>
+#include <string>
+
+namespace distribute::internal {
+
+// A file read sequentially through a buffer. Not thread-safe.
+class InputFile {
+ public:
+  // Opens `path` (NotFoundError naming `who` and the path, with the
+  // system's reason, when it cannot). buffer_size 0: 256 KiB.
+  InputFile(const std::string& path, std::size_t buffer_size, const char* who);
+  // Reads from `file` (taken over; e.g. fmemopen's), named `name` in errors.
+  InputFile(std::FILE* file, std::string name);
+  ~InputFile();
+  InputFile(const InputFile&) = delete;
+  InputFile& operator=(const InputFile&) = delete;
+
+  const std::string& name() const noexcept { return name_; }
+  // Bytes consumed so far.
+  std::uint64_t offset() const noexcept { return offset_; }
+  // Appends up to n bytes to `out`; returns how many (fewer only at the end
+  // of the file). UnknownError for a read error.
+  std::size_t read(std::uint64_t n, std::string& out);
+  // The next line without its '\n', every '\r' in it dropped (as TF's
+  // TextLineDataset does); nullopt at the end. A last line without '\n'
+  // counts unless it is empty.
+  std::optional<std::string> read_line();
+
+ private:
+  struct Closer {
+    void operator()(std::FILE* f) const noexcept { std::fclose(f); }
+  };
+  [[noreturn]] void throw_read_error() const;
+
+  std::unique_ptr<std::FILE, Closer> file_;
+  std::unique_ptr<char[]> buffer_;
+  std::string name_;
+  std::uint64_t offset_ = 0;
+  char* line_ = nullptr;  // getdelim's buffer (malloc'd, freed by the destructor)
+  std::size_t line_capacity_ = 0;
+};
+
+// TF's masking of a CRC32C stored in a TFRecord file.
+std::uint32_t mask_crc32c(std::uint32_t crc);
+
+// The next record of a TFRecord file, or nullopt at a clean end (the file
+// ends between records). DataLossError naming the file and the record's
+// offset for a checksum that does not match, or a file that ends inside a
+// record (TF ends a file silently when it stops inside a record's 12-byte
+// header; this reader reports that as data loss too).
+std::optional<std::string> read_tfrecord(InputFile& file);
+
+}  // namespace distribute::internal
