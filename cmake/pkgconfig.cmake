@@ -1,7 +1,8 @@
 # distribute.pc: the pkg-config file for builds without CMake (README,
 # "Building by hand"). Its flags come from what src/CMakeLists.txt links:
-# Threads (PUBLIC, -pthread), ISA-L (PRIVATE: a static libdistribute still
-# needs it at the program's link, a shared one does not) and, in a build with
+# Threads (PUBLIC, -pthread), ISA-L and protobuf-lite (PRIVATE: a static
+# libdistribute still needs them at the program's link, a shared one does
+# not) and, in a build with
 # MPI, MPI (PUBLIC: distribute/mpi.h includes <mpi.h>). The library is static
 # unless BUILD_SHARED_LIBS, so by default every dependency is in Libs and a
 # plain `pkg-config --libs distribute` links; with a shared library ISA-L
@@ -50,7 +51,7 @@ if(DISTRIBUTE_WITH_MPI)
   distribute_pc_link_flags(_pc_mpi_libs ${MPI_CXX_LINK_FLAGS} ${MPI_CXX_LIBRARIES})
   string(APPEND _pc_public_libs "${_pc_mpi_libs}")
 endif()
-distribute_pc_link_flags(_pc_isal_libs ${ISAL_LIBRARY})
+distribute_pc_link_flags(_pc_isal_libs ${ISAL_LIBRARY} ${Protobuf_LITE_LIBRARY_RELEASE})
 if(BUILD_SHARED_LIBS)
   set(DISTRIBUTE_PC_LIBS "${_pc_public_libs} -pthread")
   set(DISTRIBUTE_PC_LIBS_PRIVATE "${_pc_isal_libs}")

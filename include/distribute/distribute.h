@@ -13,6 +13,7 @@
 #include "distribute/interrupt.h"
 #include "distribute/nn.h"
 #include "distribute/options.h"
+#include "distribute/parsing.h"
 #include "distribute/preemption.h"
 #include "distribute/replica_context.h"
 #include "distribute/strategies.h"

@@ -1,7 +1,8 @@
 // The README's example, built against the installed package as a user
 // would; exits non-zero when the sums differ from the README's. Also saves
 // and restores a checkpoint, so that the link needs every dependency the
-// package declares (ISA-L for the checkpoint CRC32C).
+// package declares (ISA-L for the checkpoint CRC32C), and parses a
+// tf.train.Example (protobuf-lite).
 #include <distribute/distribute.h>
 
 #include <cstdint>
@@ -34,5 +35,11 @@ int main() {
   ckpt.restore(path);
   std::filesystem::remove_all(dir);
   std::cout << "consumer: checkpoint restored step " << step << "\n";
-  return ok && step == 7 ? 0 : 1;
+
+  // Example{features{feature{key: "k" value{int64_list{value: 5}}}}}, by hand.
+  const std::string example("\x0a\x0c\x0a\x0a\x0a\x01k\x12\x05\x1a\x03\x0a\x01\x05", 14);
+  const auto parsed = dist::parse_single_example(dist::Tensor(example), {{"k", {{}, dist::DType::kInt64, {}}}});
+  std::cout << "consumer: parsed " << parsed.at("k") << "\n";
+  const bool parsed_ok = parsed.at("k") == dist::Tensor(std::int64_t{5});
+  return ok && step == 7 && parsed_ok ? 0 : 1;
 }
