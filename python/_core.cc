@@ -361,11 +361,6 @@ dist::Tensor wrap_buffer(const py::buffer& buffer, bool need_writable = false) {
 }
 
 py::buffer_info tensor_buffer(const dist::Tensor& t) {
-  if (t.dtype() == dist::DType::kString) {
-    // numpy reads a string tensor through Tensor.numpy() (a copy into bytes objects).
-    PyErr_SetString(PyExc_BufferError, "a string tensor has no buffer of numbers; use .numpy() for its bytes");
-    throw py::error_already_set();
-  }
   std::vector<py::ssize_t> shape, strides(static_cast<std::size_t>(t.rank()));
   for (int k = 0; k < t.rank(); ++k) shape.push_back(static_cast<py::ssize_t>(t.dim(k)));
   auto stride = static_cast<py::ssize_t>(dist::dtype_size(t.dtype()));
@@ -376,6 +371,26 @@ py::buffer_info tensor_buffer(const dist::Tensor& t) {
   // Read-only: Tensors are immutable (numpy sees the library's buffer).
   return py::buffer_info(const_cast<std::byte*>(t.bytes().data()), static_cast<py::ssize_t>(dist::dtype_size(t.dtype())),
                          format_of(t.dtype()), t.rank(), shape, strides, /*readonly=*/true);
+}
+
+// pybind11's getbuffer slot cannot fail (an exception from the def_buffer
+// function terminates): this slot, installed over it, refuses string tensors
+// with a BufferError (numpy then uses Tensor.__array__: bytes objects) and
+// hands every other tensor to pybind11's.
+getbufferproc g_pybind_getbuffer = nullptr;
+
+int tensor_getbuffer(PyObject* obj, Py_buffer* view, int flags) {
+  bool is_string = false;
+  try {
+    is_string = py::cast<const dist::Tensor&>(py::handle(obj)).dtype() == dist::DType::kString;
+  } catch (const std::exception&) {
+  }
+  if (is_string) {
+    if (view != nullptr) view->obj = nullptr;
+    PyErr_SetString(PyExc_BufferError, "a string tensor has no buffer of numbers; use .numpy() for its bytes");
+    return -1;
+  }
+  return g_pybind_getbuffer(obj, view, flags);
 }
 
 // --- DLPack export ------------------------------------------------------------
@@ -638,6 +653,11 @@ PYBIND11_MODULE(_core, m) {
            })
       .def("_data_address", [](const dist::Tensor& t) { return reinterpret_cast<std::uintptr_t>(t.bytes().data()); })
       .def("_shares_buffer_with", &dist::Tensor::shares_buffer_with);
+  {
+    auto* type = reinterpret_cast<PyTypeObject*>(m.attr("Tensor").ptr());
+    g_pybind_getbuffer = type->tp_as_buffer->bf_getbuffer;
+    type->tp_as_buffer->bf_getbuffer = &tensor_getbuffer;
+  }
   m.def("wrap", [](const py::buffer& b) { return wrap_buffer(b); }, "A Tensor over a C-contiguous buffer, without a copy");
   m.def(
       "strings",
@@ -646,8 +666,45 @@ PYBIND11_MODULE(_core, m) {
       },
       "A string tensor of `values` (bytes) laid out in `shape` (a copy)");
 
+  // --- Parsing tf.train.Example -----------------------------------------------
+  // spec: (name, shape, dtype name, default value or None) per feature.
+  m.def(
+      "parse_example",
+      [](const dist::Tensor& serialized,
+         const std::vector<std::tuple<std::string, std::vector<std::int64_t>, std::string, std::optional<dist::Tensor>>>&
+             spec) {
+        dist::FeatureSpec features;
+        for (const auto& [name, shape, dtype, default_value] : spec) {
+          dist::DType d = dist::DType::kString;
+          if (dtype == "int64") {
+            d = dist::DType::kInt64;
+          } else if (dtype == "float32") {
+            d = dist::DType::kFloat32;
+          } else if (dtype != "string") {
+            throw dist::InvalidArgumentError("parse_example: feature '" + name +
+                                             "': expected dtype int64, float32 or string, got " + dtype);
+          }
+          features[name] = dist::FixedLenFeature{dist::Shape(shape), d, default_value};
+        }
+        py::gil_scoped_release release;
+        return dist::parse_example(serialized, features);
+      },
+      py::arg("serialized"), py::arg("spec"));
+
   // --- Datasets -------------------------------------------------------------
   py::class_<dist::Dataset>(m, "Dataset")
+      .def_static("text_line",
+                  [](std::vector<std::string> files, std::string compression, std::int64_t buffer_size,
+                     std::int64_t num_parallel_reads) {
+                    return dist::TextLineDataset(std::move(files),
+                                                 {std::move(compression), buffer_size, num_parallel_reads});
+                  })
+      .def_static("tfrecord",
+                  [](std::vector<std::string> files, std::string compression, std::int64_t buffer_size,
+                     std::int64_t num_parallel_reads) {
+                    return dist::TFRecordDataset(std::move(files),
+                                                 {std::move(compression), buffer_size, num_parallel_reads});
+                  })
       .def_static("from_tensor_slices",
                   [](std::vector<dist::Tensor> components, bool is_tuple) {
                     if (!is_tuple && components.size() == 1) return dist::Dataset::from_tensor_slices(components[0]);

@@ -25,7 +25,7 @@ cmake --build --preset fuzz
 export ASAN_OPTIONS=${ASAN_OPTIONS:-detect_leaks=1:halt_on_error=1}
 export UBSAN_OPTIONS=${UBSAN_OPTIONS:-print_stacktrace=1:halt_on_error=1}
 failed=()
-for name in checkpoint csv tf_config slurm; do
+for name in checkpoint csv tf_config slurm tfrecord; do
   printf '\n==== fuzz_%s for %ss\n' "$name" "$seconds"
   corpus=build/fuzz/corpus/$name
   mkdir -p "$corpus" build/fuzz/artifacts

@@ -17,6 +17,7 @@ without copies. ``distribute.compat.tf`` offers the names TF programs use.
 from . import _core
 from . import errors
 from . import data
+from . import io
 from . import nn
 from . import experimental
 from ._tensor import Tensor, convert as convert_to_tensor
@@ -42,6 +43,6 @@ __all__ = [
     "Tensor", "convert_to_tensor", "DistributedValues", "PerReplica", "Mirrored", "Optional", "ReduceOp",
     "Strategy", "ValueContext", "MirroredStrategy", "OneDeviceStrategy", "MultiWorkerMirroredStrategy", "ReplicaContext",
     "DistributedDataset", "DistributedIterator", "InputContext", "InputOptions", "get_replica_context", "get_strategy",
-    "has_strategy", "in_cross_replica_context", "data", "errors", "nn", "usable_cpu_count", "Variable",
+    "has_strategy", "in_cross_replica_context", "data", "errors", "io", "nn", "usable_cpu_count", "Variable",
     "VariableAggregation", "VariableSynchronization", "Checkpoint", "CheckpointManager", "latest_checkpoint",
 ]

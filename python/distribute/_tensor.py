@@ -8,7 +8,7 @@ from .errors import InvalidArgumentError
 
 Tensor = _core.Tensor
 
-SUPPORTED = ("float32", "float64", "int32", "int64")
+SUPPORTED = ("float32", "float64", "int32", "int64", "string")
 _NUMPY_DTYPES = {np.dtype(np.float32), np.dtype(np.float64), np.dtype(np.int32), np.dtype(np.int64)}
 
 # How tensors print: the library's own form, or TF's (distribute.compat.tf
@@ -21,7 +21,8 @@ def convert(value, dtype=None):
   any buffer or ``__dlpack__`` object, e.g. a torch tensor) of a supported
   dtype wrapped without a copy; a non-contiguous or non-native-byte-order
   array copied once; Python numbers and lists as TF converts them (float ->
-  float32, int -> int32).
+  float32, int -> int32). ``str`` and ``bytes`` (and lists or numpy arrays
+  of them) become string tensors (a copy; str as UTF-8), as tf.constant.
 
   A wrapped array is shared, not copied: it must not be written while the
   tensor (or a dataset, a result made from it) is in use. Tensors
@@ -29,9 +30,16 @@ def convert(value, dtype=None):
   read-only views; torch.from_dlpack(t) shares the buffer too, and must not
   be written (DLPack 0.6 has no read-only flag)."""
   if isinstance(value, Tensor):
-    if dtype is not None and value.dtype != np.dtype(dtype).name:
+    if dtype is not None and value.dtype != dtype_name(dtype):
+      if value.dtype == "string" or dtype_name(dtype) == "string":
+        raise InvalidArgumentError(f"cannot convert a tensor of dtype {value.dtype} to {dtype_name(dtype)}")
       return convert(np.asarray(value).astype(dtype))
     return value
+  strings = _strings_of(value)
+  if strings is not None or (dtype is not None and dtype_name(dtype) == "string"):
+    if strings is None:
+      raise InvalidArgumentError(f"expected str or bytes values for dtype string, got {type(value).__name__}")
+    return _core.strings(*strings)
   array = _as_array(value)
   if dtype is not None and array.dtype != np.dtype(dtype):
     array = array.astype(dtype)
@@ -43,6 +51,50 @@ def convert(value, dtype=None):
   if not array.flags.c_contiguous:
     array = np.ascontiguousarray(array)  # the one copy, for strided input
   return _core.wrap(array)
+
+
+def dtype_name(dtype):
+  """The library's name of a dtype given as TF or numpy spell it: "float32",
+  np.float32, tf.int64, ...; "string", str, bytes or tf.string for strings."""
+  if dtype in ("string", str, bytes, np.bytes_, np.str_):
+    return "string"
+  return np.dtype(dtype).name
+
+
+def _utf8(x):
+  return x.encode("utf-8") if isinstance(x, str) else bytes(x)
+
+
+def _strings_of(value):
+  """(list of bytes, shape) when ``value`` is text: str/bytes, a numpy array
+  of dtype S, U or object holding them, or a (nested, rectangular) list of
+  them; else None."""
+  if isinstance(value, (str, bytes, np.bytes_, np.str_)):
+    return [_utf8(value)], []
+  if isinstance(value, np.ndarray):
+    array = value
+  elif isinstance(value, (list, tuple)):
+    leaf = value
+    while isinstance(leaf, (list, tuple)) and len(leaf) > 0:
+      leaf = leaf[0]
+    if not isinstance(leaf, (str, bytes)):
+      return None
+    array = np.empty(0, dtype=object)
+    try:
+      array = np.array(value, dtype=object)
+    except ValueError as e:
+      raise InvalidArgumentError(f"expected a rectangular (non-ragged) list of strings, got {value!r:.80}: {e}") \
+          from None
+  else:
+    return None
+  if array.dtype.kind not in "SUO":
+    return None
+  flat = array.reshape(-1).tolist()
+  if array.dtype.kind == "O" and not all(isinstance(x, (str, bytes)) for x in flat):
+    if isinstance(value, np.ndarray):
+      return None
+    raise InvalidArgumentError(f"expected a rectangular (non-ragged) list of strings, got {value!r:.80}")
+  return [_utf8(x) for x in flat], list(array.shape)
 
 
 def _as_array(value):
@@ -96,8 +148,22 @@ def dlpack_array(value):
 
 
 def numpy(t):
-  """A read-only numpy view of the tensor's buffer (no copy)."""
+  """A read-only numpy view of the tensor's buffer (no copy); for a string
+  tensor a numpy array of bytes objects (dtype object, a copy)."""
+  if t.dtype == "string":
+    array = np.empty(len(t._strings()), dtype=object)
+    array[:] = t._strings()
+    array = array.reshape(t.shape)
+    array.flags.writeable = False
+    return array
   return np.asarray(memoryview(t))
+
+
+def _numpy_method(t):
+  """Tensor.numpy(): as numpy(), but a string scalar gives its bytes (as TF)."""
+  if t.dtype == "string" and t.shape == ():
+    return t._strings()[0]
+  return numpy(t)
 
 
 def _repr(t):
@@ -121,7 +187,7 @@ def _binary(op, reflected=False):
 
 def _install():
   import operator
-  Tensor.numpy = numpy
+  Tensor.numpy = _numpy_method
   Tensor.__array__ = lambda self, dtype=None: numpy(self) if dtype is None else numpy(self).astype(dtype)
   Tensor.__repr__ = _repr
   Tensor.__str__ = lambda self: self._to_string()

@@ -7,6 +7,7 @@ GIL."""
 
 import atexit
 import enum
+import os
 import threading
 import types
 import weakref
@@ -455,6 +456,47 @@ class Dataset:
 
   def __repr__(self):
     return f"<Dataset {self._core.describe()}>"
+
+
+def _filenames(filenames, what):
+  """TF's `filenames`: a path (str, bytes or os.PathLike), a list of them,
+  or a Dataset of string scalars (read here, once)."""
+  if isinstance(filenames, Dataset):
+    filenames = [e.numpy() for e in filenames]
+  if isinstance(filenames, (str, bytes, os.PathLike)):
+    filenames = [filenames]
+  try:
+    names = [os.fsdecode(f) for f in filenames]
+  except TypeError:
+    raise InvalidArgumentError(f"{what}: expected a file name, a list of them or a dataset of them, "
+                               f"got {type(filenames).__name__}") from None
+  return names
+
+
+def _reader_args(compression_type, buffer_size, num_parallel_reads):
+  return ("" if compression_type is None else str(compression_type), 0 if buffer_size is None else int(buffer_size),
+          0 if num_parallel_reads is None else int(num_parallel_reads))
+
+
+def TextLineDataset(filenames, compression_type=None, buffer_size=None, num_parallel_reads=None, name=None):  # noqa: N802
+  """TF's tf.data.TextLineDataset: the lines of the files as string scalars
+  (without '\n', every '\r' dropped). num_parallel_reads=N interleaves N
+  files one line at a time, as TF. Only uncompressed files (compression_type
+  None or ""); a multi-worker strategy shards it by files."""
+  del name
+  return Dataset(_core.Dataset.text_line(_filenames(filenames, "TextLineDataset"),
+                                         *_reader_args(compression_type, buffer_size, num_parallel_reads)),
+                 _Structure(None))
+
+
+def TFRecordDataset(filenames, compression_type=None, buffer_size=None, num_parallel_reads=None, name=None):  # noqa: N802
+  """TF's tf.data.TFRecordDataset: the records of TFRecord files as string
+  scalars, every record's checksums checked (DataLossError naming the file
+  and offset otherwise). Arguments as TextLineDataset."""
+  del name
+  return Dataset(_core.Dataset.tfrecord(_filenames(filenames, "TFRecordDataset"),
+                                        *_reader_args(compression_type, buffer_size, num_parallel_reads)),
+                 _Structure(None))
 
 
 class _DatasetIterator:

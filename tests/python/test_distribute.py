@@ -101,11 +101,11 @@ def test_python_numbers_and_lists_convert_as_tf_does():
 
 
 @pytest.mark.parametrize("bad", [np.zeros(3, dtype=np.float16), np.zeros(3, dtype=bool), np.zeros(3, dtype=np.uint8),
-                                 "text", object()])
+                                 [b"text", 1], object()])
 def test_unsupported_values_raise_naming_the_supported_dtypes(bad):
   with pytest.raises(errors.InvalidArgumentError) as e:
     dist.convert_to_tensor(bad)
-  assert "float32" in str(e.value) or "expected a tensor" in str(e.value)
+  assert "float32" in str(e.value) or "expected a tensor" in str(e.value) or "list of strings" in str(e.value)
 
 
 def test_ragged_lists_raise():
@@ -427,7 +427,9 @@ def test_map_tuple_elements_unpack_and_errors_propagate():
   with pytest.raises(KeyError, match="in the pipeline"):
     list(dist.data.Dataset.range(3).map(bad))
   with pytest.raises(errors.InvalidArgumentError):
-    list(dist.data.Dataset.range(3).map(lambda v: "text"))
+    list(dist.data.Dataset.range(3).map(lambda v: object()))
+  # Text is a string tensor, as in TF.
+  assert [t.numpy() for t in dist.data.Dataset.range(2).map(lambda v: "text")] == [b"text", b"text"]
 
 
 def test_distributed_dataset_iteration_protocol(two):

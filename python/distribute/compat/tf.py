@@ -34,6 +34,7 @@ def constant(value, dtype=None):
 convert_to_tensor = constant
 Tensor = _dist.Tensor
 float32, float64, int32, int64 = _np.float32, _np.float64, _np.int32, _np.int64
+string = "string"  # tf.string: byte-string tensors
 
 
 class _TFReplicaContext(_dist.ReplicaContext):
@@ -71,6 +72,7 @@ distribute = _types.SimpleNamespace(
 data = _types.SimpleNamespace(Dataset=_dist.data.Dataset, AUTOTUNE=_dist.data.AUTOTUNE,
                               INFINITE_CARDINALITY=_dist.data.INFINITE_CARDINALITY,
                               UNKNOWN_CARDINALITY=_dist.data.UNKNOWN_CARDINALITY, Options=_dist.data.Options,
+                              TextLineDataset=_dist.data.TextLineDataset, TFRecordDataset=_dist.data.TFRecordDataset,
                               experimental=_dist.data.experimental)
 TensorSpec = _dist.data.TensorSpec
 errors = _dist.errors
@@ -79,5 +81,7 @@ VariableAggregation = _dist.VariableAggregation
 VariableSynchronization = _dist.VariableSynchronization
 train = _types.SimpleNamespace(Checkpoint=_dist.Checkpoint, CheckpointManager=_dist.CheckpointManager,
                                latest_checkpoint=_dist.latest_checkpoint)
+io = _types.SimpleNamespace(parse_example=_dist.io.parse_example, parse_single_example=_dist.io.parse_single_example,
+                            FixedLenFeature=_dist.io.FixedLenFeature)
 nn = _types.SimpleNamespace(compute_average_loss=_dist.nn.compute_average_loss,
                             scale_regularization_loss=_dist.nn.scale_regularization_loss)
