@@ -148,6 +148,41 @@ TEST(LocalWorkers, DistributedInputShardsOnePipelinePerWorker) {
   EXPECT_EQ(steps[0], steps[1]);
 }
 
+// TF's FILE sharding of TFRecord files: worker w reads files w, w + W, ...
+// With 3 files on 2 workers, worker 1 runs out first and gets empty string
+// batches while worker 0 still has data (every worker takes the same steps).
+TEST(LocalWorkers, TFRecordFilesAreShardedByFileAndUnevenSharesGetEmptyBatches) {
+  std::vector<std::string> shards;
+  for (int k = 0; k < 3; ++k) shards.push_back(std::string(DISTRIBUTE_TF_FILES_DIR) + "/shard-" + std::to_string(k) + ".tfrecord");
+  std::mutex mutex;
+  std::map<int, std::vector<std::string>> seen;
+  std::map<int, int> steps, empty;
+  expect_all_returned(run_workers(2, 1, [&](int w, MultiWorkerMirroredStrategy& s) {
+    std::vector<std::string> mine;
+    int n = 0, n_empty = 0;
+    for (const PerReplica<Element>& step : s.experimental_distribute_dataset(TFRecordDataset(shards).batch(3))) {
+      const Tensor& batch = step[0].tensor();
+      EXPECT_EQ(batch.dtype(), DType::kString);
+      if (batch.dim(0) == 0) ++n_empty;
+      for (const std::string& r : batch.strings()) mine.push_back(r);
+      ++n;
+    }
+    std::lock_guard<std::mutex> lock(mutex);
+    seen[w] = mine;
+    steps[w] = n;
+    empty[w] = n_empty;
+  }));
+  EXPECT_EQ(seen[0], (std::vector<std::string>{"k0-r0", "k0-r1", "k0-r2", "k2-r0", "k2-r1", "k2-r2"}));
+  EXPECT_EQ(seen[1], (std::vector<std::string>{"k1-r0", "k1-r1", "k1-r2"}));
+  // batch(3) is the global batch of 2 replicas: each worker's batches are
+  // cut into shares of 2 and 1 (TF's rebatch), one step each: worker 0's
+  // two batches take 4 steps, worker 1's one batch 2, then 2 empty ones.
+  EXPECT_EQ(steps[0], 4);
+  EXPECT_EQ(steps[1], 4);
+  EXPECT_EQ(empty[0], 0);
+  EXPECT_EQ(empty[1], 2);
+}
+
 // TF sets the policy on the dataset (Dataset::with_options); an explicit
 // InputOptions policy overrides it for one call.
 TEST(LocalWorkers, TheDatasetsAutoShardOptionDecidesUnlessTheCallSetsOne) {
