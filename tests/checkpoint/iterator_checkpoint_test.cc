@@ -9,6 +9,7 @@
 
 #include <cstdint>
 #include <filesystem>
+#include <fstream>
 #include <functional>
 #include <memory>
 #include <optional>
@@ -130,6 +131,44 @@ TEST_F(IteratorCheckpointTest, ResumesWithAPrefetchInThePipeline) {
   // The prefetch's thread runs ahead across epoch boundaries (taking
   // shuffle iterations) while the checkpoint is saved and restored.
   for (int at : {3, 13, 30}) expect_resumes(dir_, 100, at, 2, 2, /*prefetch=*/true);
+}
+
+// TF's file input: the lines of text files, shuffled with a seed, batched,
+// repeated; resumed in a new pipeline on another replica count.
+TEST_F(IteratorCheckpointTest, ResumesATextLinePipelineBitwise) {
+  std::vector<std::string> files;
+  for (int f = 0; f < 3; ++f) {
+    files.push_back(temp_ / ("lines" + std::to_string(f) + ".txt"));
+    std::ofstream out(files.back());
+    for (int i = 0; i < 12; ++i) out << "file " << f << " line " << i << "\n";  // 36 lines: 9 whole batches
+  }
+  auto pipeline = [&] { return TextLineDataset(files).shuffle(10, /*seed=*/3).batch(4).repeat(); };
+  auto strings_of_step = [](const PerReplica<Element>& step) {
+    std::vector<std::string> rows;
+    for (const Element& e : step) rows.insert(rows.end(), e.tensor().strings().begin(), e.tensor().strings().end());
+    return rows;
+  };
+  std::vector<std::vector<std::string>> expected;
+  {
+    MirroredStrategy reference(cpus(1));
+    DistributedIterator it = reference.experimental_distribute_dataset(pipeline()).make_iterator();
+    for (int i = 0; i < 25; ++i) expected.push_back(strings_of_step(it.get_next()));
+  }
+  std::string path;
+  {
+    MirroredStrategy first(cpus(2));
+    DistributedIterator it = first.experimental_distribute_dataset(pipeline()).make_iterator();
+    for (int i = 0; i < 10; ++i) it.get_next();
+    Checkpoint ckpt;
+    ckpt.track("iterator", it);
+    path = ckpt.save(dir_);
+  }
+  MirroredStrategy second(cpus(1));
+  DistributedIterator it = second.experimental_distribute_dataset(pipeline()).make_iterator();
+  Checkpoint ckpt;
+  ckpt.track("iterator", it);
+  ckpt.restore(path);
+  for (int i = 10; i < 25; ++i) EXPECT_EQ(strings_of_step(it.get_next()), expected[static_cast<std::size_t>(i)]) << i;
 }
 
 TEST_F(IteratorCheckpointTest, AFailedRestoreLeavesTheShufflesAsTheyWere) {
