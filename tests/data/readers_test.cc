@@ -5,7 +5,9 @@
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <fstream>
+#include <optional>
 #include <iterator>
 #include <string>
 #include <vector>
@@ -67,6 +69,44 @@ TEST(TextLineDatasetTest, HasAStringElementSpecAndBatchesIntoStringVectors) {
   EXPECT_EQ(batches[0], Tensor(std::vector<std::string>{"alpha", "beta", ""}, {3}));
   EXPECT_EQ(batches[1], Tensor(std::vector<std::string>{"gamma"}, {1}));
   EXPECT_EQ(batches[0].to_string(), "Tensor([b'alpha' b'beta' b''], shape=(3,), dtype=string)");
+}
+
+// String elements through the transformations that copy rows: a shuffle
+// gathering rows of from_tensor_slices into batches, and padded_batch.
+TEST(StringElementsTest, ShuffleBatchAndPaddedBatchCopyTheStrings) {
+  std::vector<std::string> words;
+  for (int i = 0; i < 20; ++i) words.push_back("word-" + std::to_string(i) + std::string(static_cast<std::size_t>(i), 'x'));
+  const Tensor all(words, {20});
+  std::vector<std::string> seen;
+  for (const Element& e : Dataset::from_tensor_slices(all).shuffle(20, /*seed=*/5).batch(6)) {
+    for (const std::string& w : e.tensor().strings()) seen.push_back(w);
+  }
+  EXPECT_NE(seen, words);  // shuffled (seed 5 moves them)
+  std::sort(seen.begin(), seen.end());
+  std::vector<std::string> sorted = words;
+  std::sort(sorted.begin(), sorted.end());
+  EXPECT_EQ(seen, sorted);
+
+  const Dataset ragged = Dataset::from_generator([] {
+    return [i = 0]() mutable -> std::optional<Element> {
+      if (i == 3) return std::nullopt;
+      ++i;
+      return Element(Tensor(std::vector<std::string>(static_cast<std::size_t>(i), std::string(static_cast<std::size_t>(i), 'a')),
+                            {i}));
+    };
+  });
+  std::vector<Tensor> padded;
+  for (const Element& e : ragged.padded_batch(3)) padded.push_back(e.tensor());
+  ASSERT_EQ(padded.size(), 1u);
+  EXPECT_EQ(padded[0], Tensor(std::vector<std::string>{"a", "", "", "aa", "aa", "", "aaa", "aaa", "aaa"}, {3, 3}));
+  EXPECT_THAT(message_of<InvalidArgumentError>([&] {
+                for (const Element& e : ragged.padded_batch(3, {}, {1, 2})) (void)e;
+              }),
+              HasSubstr("expected 1 padding value(s)"));
+  EXPECT_THAT(message_of<InvalidArgumentError>([&] {
+                for (const Element& e : Dataset::zip({ragged, ragged}).padded_batch(3, {}, {0, 7})) (void)e;
+              }),
+              HasSubstr("string components are padded with empty strings"));
 }
 
 TEST(TFRecordDatasetTest, ReadsTheRecordsOfAnIndependentWriter) {
