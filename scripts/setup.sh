@@ -40,7 +40,7 @@ packages=(
   libdlpack-dev                  # the DLPack ABI (header only) of Tensor.__dlpack__ (python/_core.cc)
   python3-torch                  # the PyTorch example (examples/python/torch_digits.py) and its test
   iproute2 util-linux            # tests/net/: ip netns, veth, bridge; unshare for each host's name
-  clang-14 libclang-rt-14-dev    # fuzz/ (scripts/fuzz.sh): clang++-14 and its libFuzzer, ASan and UBSan runtimes
+  clang-14 libclang-rt-14-dev    # fuzz/ (scripts/fuzz.sh): clang++-14 and its libFuzzer, ASan and UBSan runtimes; the thread-safety preset
 )
 if ((bench_peers)); then
   packages+=(libopenblas0-openmp)  # bench/run_train_peers.sh: PyTorch on OpenBLAS

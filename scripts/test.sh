@@ -3,9 +3,10 @@
 # and runs the tests of the release preset (the multi-worker ones under
 # mpirun), runs each fuzzer of fuzz/ for a minute, builds the library without
 # MPI, checks that the installed CMake package, pkg-config file and Python
-# package work from outside the tree, runs the example, and builds and runs
-# the tests under ThreadSanitizer and under AddressSanitizer+UBSan. Fails on
-# the first failure.
+# package work from outside the tree, runs the example, checks the library's
+# thread-safety annotations with clang, and builds and runs the tests under
+# ThreadSanitizer and under AddressSanitizer+UBSan. Fails on the first
+# failure.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 root=$PWD
@@ -67,6 +68,12 @@ grep -q "4. Tensor(11.0, shape=(), dtype=float32)" build/example.out
 # ThreadSanitizer, which does not see Open MPI's own synchronization. The
 # network-namespace tests (label net, also mpi) run in the release build
 # only: they exercise the TCP path and the launch, not new memory accesses.
+# clang's thread-safety analysis of the library: every GUARDED_BY member
+# accessed with its mutex held (src/runtime/mutex.h); warnings are errors.
+step "thread-safety: clang -Wthread-safety build of the library"
+cmake --preset thread-safety >/dev/null
+cmake --build --preset thread-safety
+
 step "tsan: build and test"
 cmake --preset tsan >/dev/null
 cmake --build --preset tsan

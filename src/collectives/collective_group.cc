@@ -71,7 +71,7 @@ void CollectiveGroup::reset() {
     s.finished_before.store(kNever);
     s.next_seq = 1;
   }
-  std::lock_guard<std::mutex> lock(abort_mutex_);
+  MutexLock lock(abort_mutex_);
   abort_reason_.clear();
   abort_error_ = nullptr;
   abort_replica_ = -1;
@@ -81,7 +81,7 @@ void CollectiveGroup::reset() {
 
 void CollectiveGroup::abort(int replica, std::exception_ptr reason) noexcept {
   {
-    std::lock_guard<std::mutex> lock(abort_mutex_);
+    MutexLock lock(abort_mutex_);
     if (aborted_.load()) return;
     bool deadline = false;
     try {
@@ -100,7 +100,7 @@ void CollectiveGroup::abort(int replica, std::exception_ptr reason) noexcept {
 }
 
 std::exception_ptr CollectiveGroup::abort_cause(int* replica) const {
-  std::lock_guard<std::mutex> lock(abort_mutex_);
+  MutexLock lock(abort_mutex_);
   if (replica != nullptr) *replica = abort_replica_;
   return abort_error_;
 }
@@ -117,7 +117,7 @@ bool CollectiveGroup::arrived_at(int q, std::uint64_t seq) const {
 }
 
 void CollectiveGroup::throw_aborted(int replica, std::uint64_t seq, const char* what) const {
-  std::lock_guard<std::mutex> lock(abort_mutex_);
+  MutexLock lock(abort_mutex_);
   const std::string prefix = std::string(what) + " #" + std::to_string(seq) + " on replica " + std::to_string(replica);
   if (abort_is_deadline_) throw DeadlineExceededError(abort_reason_);
   throw CancelledError(prefix + " cancelled: " + abort_reason_);

@@ -86,6 +86,7 @@
 #include "distribute/internal/function_ref.h"
 #include "distribute/tensor.h"
 #include "distribute/types.h"
+#include "runtime/mutex.h"
 #include "runtime/spin_wait.h"
 #include "transport/cross_worker.h"
 
@@ -264,11 +265,11 @@ class CollectiveGroup {
   SpinPolicy policy_;
   WaitWord progress_;  // sleepers wait on it; bumped when someone sleeps
   std::atomic<bool> aborted_{false};
-  mutable std::mutex abort_mutex_;
-  std::string abort_reason_;  // guarded by abort_mutex_
-  std::exception_ptr abort_error_;  // guarded by abort_mutex_
-  int abort_replica_ = -1;    // guarded by abort_mutex_
-  bool abort_is_deadline_ = false;
+  mutable Mutex abort_mutex_;
+  std::string abort_reason_ GUARDED_BY(abort_mutex_);
+  std::exception_ptr abort_error_ GUARDED_BY(abort_mutex_);
+  int abort_replica_ GUARDED_BY(abort_mutex_) = -1;
+  bool abort_is_deadline_ GUARDED_BY(abort_mutex_) = false;
 };
 
 }  // namespace distribute::internal

@@ -15,6 +15,7 @@
 #include "distribute/errors.h"
 #include "runtime/cpu_count.h"
 #include "runtime/interrupt.h"
+#include "runtime/mutex.h"
 
 namespace distribute {
 namespace internal {
@@ -54,7 +55,7 @@ class ParallelMapIt final : public ElementIterator {
 
   ~ParallelMapIt() override {
     {
-      std::lock_guard<std::mutex> lock(mutex_);
+      MutexLock lock(mutex_);
       stopping_ = true;
     }
     wake_.notify_all();
@@ -76,7 +77,7 @@ class ParallelMapIt final : public ElementIterator {
         break;
       }
       {
-        std::lock_guard<std::mutex> lock(mutex_);
+        MutexLock lock(mutex_);
         if (input_error) {
           slot->error = std::move(input_error);
           slot->ready = true;
@@ -94,12 +95,12 @@ class ParallelMapIt final : public ElementIterator {
     std::optional<Element> value;
     std::exception_ptr error;
     {
-      std::unique_lock<std::mutex> lock(mutex_);
+      MutexLock lock(mutex_);
       InterruptPoll poll(interruptible_);
       while (!front->ready) {
         if (!poll.active()) {
-          done_.wait(lock, [&] { return front->ready; });
-        } else if (!done_.wait_until(lock, poll.slice_end(InterruptPoll::Clock::time_point::max()),
+          done_.wait(lock.native(), [&] { return front->ready; });
+        } else if (!done_.wait_until(lock.native(), poll.slice_end(InterruptPoll::Clock::time_point::max()),
                                      [&] { return front->ready; })) {
           lock.unlock();
           poll.poll();
@@ -124,10 +125,13 @@ class ParallelMapIt final : public ElementIterator {
   }
 
  private:
+  // Shared by the consumer and a worker. Its fields are guarded by the
+  // iterator's mutex_ (which GUARDED_BY cannot name from a nested struct):
+  // read and written only with mutex_ held.
   struct Slot {
-    std::optional<Element> value;  // guarded by mutex_
-    std::exception_ptr error;      // guarded by mutex_
-    bool ready = false;            // guarded by mutex_
+    std::optional<Element> value;
+    std::exception_ptr error;
+    bool ready = false;
   };
   struct Task {
     Element input;
@@ -140,8 +144,8 @@ class ParallelMapIt final : public ElementIterator {
     while (true) {
       std::optional<Task> task;
       {
-        std::unique_lock<std::mutex> lock(mutex_);
-        wake_.wait(lock, [this] { return stopping_ || !tasks_.empty(); });
+        MutexLock lock(mutex_);
+        while (!stopping_ && tasks_.empty()) wake_.wait(lock.native());
         if (stopping_) return;
         task.emplace(std::move(tasks_.front()));
         tasks_.pop_front();
@@ -154,7 +158,7 @@ class ParallelMapIt final : public ElementIterator {
         error = std::current_exception();
       }
       {
-        std::lock_guard<std::mutex> lock(mutex_);
+        MutexLock lock(mutex_);
         task->slot->value = std::move(value);
         task->slot->error = std::move(error);
         task->slot->ready = true;
@@ -168,11 +172,11 @@ class ParallelMapIt final : public ElementIterator {
   const std::size_t parallelism_;
   std::deque<std::shared_ptr<Slot>> in_flight_;  // consumer only
   bool input_done_ = false;                      // consumer only
-  std::mutex mutex_;
+  Mutex mutex_;
   std::condition_variable wake_;  // workers: a task or stop
   std::condition_variable done_;  // consumer: a slot became ready
-  std::deque<Task> tasks_;
-  bool stopping_ = false;
+  std::deque<Task> tasks_ GUARDED_BY(mutex_);
+  bool stopping_ GUARDED_BY(mutex_) = false;
   std::vector<std::thread> workers_;
 };
 
@@ -505,7 +509,7 @@ class CacheNode final : public UnaryNode {
   }
   std::unique_ptr<ElementIterator> make_iterator() const override {
     {
-      std::lock_guard<std::mutex> lock(cache_->mutex);
+      MutexLock lock(cache_->mutex);
       if (cache_->complete) return std::make_unique<ReadIt>(cache_);
     }
     return std::make_unique<WriteIt>(iterate(input_), cache_);
@@ -515,9 +519,9 @@ class CacheNode final : public UnaryNode {
 
  private:
   struct Cache {
-    std::mutex mutex;
-    bool complete = false;          // guarded by mutex; elements is fixed once it is set
-    std::vector<Element> elements;  // written once, under mutex, when complete is set
+    Mutex mutex;
+    bool complete GUARDED_BY(mutex) = false;  // once set, elements is fixed
+    std::vector<Element> elements;            // written once, under mutex, when complete is set
   };
 
   class ReadIt final : public ElementIterator {
@@ -545,7 +549,7 @@ class CacheNode final : public UnaryNode {
         return e;
       }
       done_ = true;
-      std::lock_guard<std::mutex> lock(cache_->mutex);
+      MutexLock lock(cache_->mutex);
       if (!cache_->complete) {
         cache_->elements = std::move(seen_);
         cache_->complete = true;

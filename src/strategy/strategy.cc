@@ -6,6 +6,7 @@
 #include <mutex>
 
 #include "collectives/collective_group.h"
+#include "runtime/mutex.h"
 #include "runtime/replica_pool.h"
 #include "strategy/context.h"
 #include "transport/cross_worker.h"
@@ -67,12 +68,12 @@ std::uint64_t next_strategy_id() {
   static std::atomic<std::uint64_t> next{1};
   return next.fetch_add(1);
 }
-std::mutex& strategy_names_mutex() {
-  static std::mutex mutex;
-  return mutex;
-}
-std::map<std::uint64_t, std::string>& strategy_names() {
-  static std::map<std::uint64_t, std::string> names;  // guarded by strategy_names_mutex()
+struct StrategyNames {
+  internal::Mutex mutex;
+  std::map<std::uint64_t, std::string> by_id GUARDED_BY(mutex);
+};
+StrategyNames& strategy_names() {
+  static StrategyNames names;
   return names;
 }
 
@@ -157,23 +158,26 @@ Strategy::Strategy(Kind kind, std::vector<DeviceSpec> devices, CommunicationOpti
   }
   collectives_ = std::make_unique<internal::CollectiveGroup>(num_local_replicas(), cross_worker_.get());
   pool_ = std::make_unique<internal::ReplicaPool>(num_local_replicas(), "replica-");
-  std::lock_guard<std::mutex> lock(strategy_names_mutex());
-  strategy_names()[id_] = to_string();
+  StrategyNames& names = strategy_names();
+  internal::MutexLock lock(names.mutex);
+  names.by_id[id_] = to_string();
 }
 
 Strategy::~Strategy() {
-  std::lock_guard<std::mutex> lock(strategy_names_mutex());
-  auto it = strategy_names().find(id_);
-  if (it != strategy_names().end()) it->second += ", destroyed";
+  StrategyNames& names = strategy_names();
+  internal::MutexLock lock(names.mutex);
+  auto it = names.by_id.find(id_);
+  if (it != names.by_id.end()) it->second += ", destroyed";
 }
 
 void Strategy::check_origin(std::uint64_t origin, const std::string& what) const {
   if (origin == 0 || origin == id_) return;
   std::string other;
   {
-    std::lock_guard<std::mutex> lock(strategy_names_mutex());
-    auto it = strategy_names().find(origin);
-    other = it != strategy_names().end() ? it->second : "an unknown strategy";
+    StrategyNames& names = strategy_names();
+    internal::MutexLock lock(names.mutex);
+    auto it = names.by_id.find(origin);
+    other = it != names.by_id.end() ? it->second : "an unknown strategy";
   }
   throw InvalidArgumentError(what + ": expected values of this strategy, " + to_string() + " (strategy #" +
                              std::to_string(id_) + "), got values produced by another one, " + other +

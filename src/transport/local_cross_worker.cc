@@ -12,6 +12,7 @@
 
 #include "core/describe.h"
 #include "core/dtype_dispatch.h"
+#include "runtime/mutex.h"
 #include "transport/wire.h"
 
 namespace distribute::internal {
@@ -36,11 +37,11 @@ struct Hub {
     int taken = 0;
   };
 
-  std::mutex mutex;
+  Mutex mutex;
   std::condition_variable changed;
-  std::map<std::uint64_t, Round> rounds;   // guarded by mutex
-  std::vector<std::string> failed;         // guarded by mutex: a worker's failure report ("" while none)
-  std::vector<bool> left;                  // guarded by mutex: a worker's strategy ended
+  std::map<std::uint64_t, Round> rounds GUARDED_BY(mutex);
+  std::vector<std::string> failed GUARDED_BY(mutex);  // a worker's failure report ("" while none)
+  std::vector<bool> left GUARDED_BY(mutex);           // a worker's strategy ended
 };
 
 class LocalChannel final : public CrossWorker {
@@ -93,7 +94,7 @@ class LocalChannel final : public CrossWorker {
   }
 
   void report_failure(const std::string& message) noexcept override {
-    std::lock_guard<std::mutex> lock(hub_->mutex);
+    MutexLock lock(hub_->mutex);
     try {
       // As the MPI transport: the peers' messages name this worker.
       std::string& mine = hub_->failed[static_cast<std::size_t>(rank_)];
@@ -108,7 +109,7 @@ class LocalChannel final : public CrossWorker {
   }
 
   void close() noexcept override {
-    std::lock_guard<std::mutex> lock(hub_->mutex);
+    MutexLock lock(hub_->mutex);
     closed_ = true;
     hub_->left[static_cast<std::size_t>(rank_)] = true;
     hub_->changed.notify_all();
@@ -119,7 +120,7 @@ class LocalChannel final : public CrossWorker {
   // worker's, in worker order, once all have posted.
   std::vector<Part> exchange(const char* what, Header header, std::vector<std::byte> bytes,
                              Clock::time_point deadline, FunctionRef<bool()> cancelled) {
-    std::unique_lock<std::mutex> lock(hub_->mutex);
+    MutexLock lock(hub_->mutex);
     if (closed_) {
       throw FailedPreconditionError(std::string("cross-worker ") + what + " on worker " + std::to_string(rank_) +
                                     ": the strategy has ended (a dataset or variable kept beyond its strategy?)");
@@ -143,23 +144,22 @@ class LocalChannel final : public CrossWorker {
       if (missing.empty()) break;
       for (int p : missing) {
         const std::string& report = hub_->failed[static_cast<std::size_t>(p)];
-        if (!report.empty()) fail(lock, where + " failed: " + report, ErrorKind::kUnavailable);
+        if (!report.empty()) fail(where + " failed: " + report, ErrorKind::kUnavailable);
         if (hub_->left[static_cast<std::size_t>(p)]) {
-          fail(lock, where + " failed: worker " + std::to_string(p) + " left (its strategy ended)",
+          fail(where + " failed: worker " + std::to_string(p) + " left (its strategy ended)",
                ErrorKind::kUnavailable);
         }
       }
-      if (cancelled()) fail(lock, where + " cancelled: a local replica failed", ErrorKind::kCancelled);
+      if (cancelled()) fail(where + " cancelled: a local replica failed", ErrorKind::kCancelled);
       const Clock::time_point now = Clock::now();
       if (now >= deadline) {
-        fail(lock,
-             std::string("cross-worker ") + what + " exceeded its deadline on worker " + std::to_string(rank_) +
+        fail(std::string("cross-worker ") + what + " exceeded its deadline on worker " + std::to_string(rank_) +
                  ": nothing received from worker(s) " + list_ids(missing) +
                  " (stopped, stuck or gone; timeout_seconds in CommunicationOptions sets the deadline)",
              ErrorKind::kDeadline);
       }
       // (cancelled() is polled: a local replica's failure does not notify.)
-      hub_->changed.wait_until(lock, std::min(deadline, now + std::chrono::milliseconds(1)));
+      hub_->changed.wait_until(lock.native(), std::min(deadline, now + std::chrono::milliseconds(1)));
     }
     std::vector<Part> parts;
     parts.reserve(round.parts.size());
@@ -174,13 +174,13 @@ class LocalChannel final : public CrossWorker {
 
   enum class ErrorKind { kUnavailable, kCancelled, kDeadline };
 
-  // Breaks the channel, tells the other workers, and raises.
-  [[noreturn]] void fail(std::unique_lock<std::mutex>& lock, const std::string& message, ErrorKind kind) {
+  // Breaks the channel, tells the other workers, and raises (the caller's
+  // lock is released as the exception leaves its scope).
+  [[noreturn]] void fail(const std::string& message, ErrorKind kind) REQUIRES(hub_->mutex) {
     if (broken_.empty()) broken_ = message;
     std::string& mine = hub_->failed[static_cast<std::size_t>(rank_)];
     if (mine.empty()) mine = "worker " + std::to_string(rank_) + ": " + message;
     hub_->changed.notify_all();
-    lock.unlock();
     switch (kind) {
       case ErrorKind::kCancelled: throw CancelledError(message);
       case ErrorKind::kDeadline: throw DeadlineExceededError(message);
@@ -191,10 +191,9 @@ class LocalChannel final : public CrossWorker {
 
   std::shared_ptr<Hub> hub_;
   const int rank_, size_;
-  // Used by this worker's thread only, or under the hub's mutex.
-  std::uint64_t next_round_ = 0;
-  std::string broken_;  // guarded by hub_->mutex
-  bool closed_ = false;  // guarded by hub_->mutex
+  std::uint64_t next_round_ GUARDED_BY(hub_->mutex) = 0;
+  std::string broken_ GUARDED_BY(hub_->mutex);
+  bool closed_ GUARDED_BY(hub_->mutex) = false;
 };
 
 }  // namespace

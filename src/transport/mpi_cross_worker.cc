@@ -35,6 +35,7 @@
 #include "distribute/strategies.h"
 #include "runtime/deadline.h"
 #include "runtime/interrupt.h"
+#include "runtime/mutex.h"
 #include "runtime/spin_wait.h"
 #include "transport/cross_worker.h"
 #include "transport/shm_channel.h"
@@ -158,14 +159,15 @@ class MpiProcess {
     return *process;
   }
 
-  std::mutex& mutex() { return mutex_; }
+  // Held around every MPI call of this process's channels (MPI_THREAD_SERIALIZED).
+  Mutex& mutex() RETURN_CAPABILITY(mutex_) { return mutex_; }
   void mark_broken() { broken_ = true; }
 
   // One MultiWorkerMirroredStrategy at a time: the next one's number (every
   // worker creates them in the same order, so the numbers agree), or
   // FailedPreconditionError while another is alive. release() when it ends.
   std::uint64_t acquire() {
-    std::lock_guard<std::mutex> lock(mutex_);
+    MutexLock lock(mutex_);
     if (alive_) {
       throw FailedPreconditionError(
           "MultiWorkerMirroredStrategy: another MultiWorkerMirroredStrategy (number " + std::to_string(generation_) +
@@ -175,7 +177,7 @@ class MpiProcess {
     return ++generation_;
   }
   void release() noexcept {
-    std::lock_guard<std::mutex> lock(mutex_);
+    MutexLock lock(mutex_);
     alive_ = false;
   }
 
@@ -203,11 +205,11 @@ class MpiProcess {
     return size == nullptr ? "" : "(" + std::string(size) + " processes) ";
   }
 
-  std::mutex mutex_;
+  Mutex mutex_;
   bool owner_ = false;
   bool broken_ = false;
-  bool alive_ = false;             // guarded by mutex_
-  std::uint64_t generation_ = 0;  // guarded by mutex_
+  bool alive_ GUARDED_BY(mutex_) = false;
+  std::uint64_t generation_ GUARDED_BY(mutex_) = 0;
 };
 
 class MpiCrossWorker final : public CrossWorker {
@@ -229,7 +231,7 @@ class MpiCrossWorker final : public CrossWorker {
 
   ~MpiCrossWorker() override {
     close();
-    std::lock_guard<std::mutex> lock(process_.mutex());
+    MutexLock lock(process_.mutex());
     int finalized = 0;
     MPI_Finalized(&finalized);
     // A broken channel's requests, or a leaving notice still in flight, may
@@ -241,7 +243,7 @@ class MpiCrossWorker final : public CrossWorker {
 
   void close() noexcept override {
     {
-      std::lock_guard<std::mutex> lock(process_.mutex());
+      MutexLock lock(process_.mutex());
       if (closed_) return;
       closed_ = true;
       int finalized = 0;
@@ -294,7 +296,7 @@ class MpiCrossWorker final : public CrossWorker {
     const std::vector<Header> all = exchange_headers(what, mine, deadline, cancelled);
     std::vector<std::vector<std::byte>> out(static_cast<std::size_t>(size_));
     Requests requests(data_tag_);
-    std::unique_lock<std::mutex> lock(process_.mutex());
+    MutexLock lock(process_.mutex());
     for (int p = 0; p < size_; ++p) {
       auto& dst = out[static_cast<std::size_t>(p)];
       dst.resize(all[static_cast<std::size_t>(p)].count);
@@ -319,7 +321,7 @@ class MpiCrossWorker final : public CrossWorker {
     }
     exchange_headers(what, mine, deadline, cancelled);
     Requests requests(data_tag_);
-    std::unique_lock<std::mutex> lock(process_.mutex());
+    MutexLock lock(process_.mutex());
     if (rank_ == root) {
       for (int p = 0; p < size_; ++p) {
         if (p != rank_) requests.send(data, bytes, p, data_);
@@ -333,7 +335,7 @@ class MpiCrossWorker final : public CrossWorker {
 
   void report_failure(const std::string& message) noexcept override {
     try {
-      std::lock_guard<std::mutex> lock(process_.mutex());
+      MutexLock lock(process_.mutex());
       if (reported_) return;
       reported_ = true;
       failure_text_ = "worker " + std::to_string(rank_) + ": " + message;
@@ -374,13 +376,13 @@ class MpiCrossWorker final : public CrossWorker {
   void start(MPI_Comm base, const MultiWorkerOptions& options, Clock::time_point deadline) {
     const double timeout = options.startup_timeout_seconds;
     {
-      std::lock_guard<std::mutex> lock(process_.mutex());
+      MutexLock lock(process_.mutex());
       MPI_Comm_rank(base, &rank_);
       MPI_Comm_size(base, &size_);
     }
     say_hello(base, deadline, timeout);
     {
-      std::unique_lock<std::mutex> lock(process_.mutex());
+      MutexLock lock(process_.mutex());
       // MPI writes the new handles when the requests complete: into memory
       // that is left to MPI (leaked) if they do not complete in time.
       struct Dup {
@@ -489,7 +491,7 @@ class MpiCrossWorker final : public CrossWorker {
     } catch (const WorkersMismatchError&) {
       throw;
     } catch (...) {
-      std::lock_guard<std::mutex> lock(process_.mutex());
+      MutexLock lock(process_.mutex());
       std::string reason = shm_->broken();
       if (reason.empty()) reason = "a shared-memory collective failed";
       // The peers stop waiting for this worker (unless it reported already:
@@ -515,7 +517,7 @@ class MpiCrossWorker final : public CrossWorker {
     std::vector<std::uint64_t>& theirs = *theirs_owned;
     std::vector<MPI_Request> recvs(n, MPI_REQUEST_NULL), sends(n, MPI_REQUEST_NULL);
     auto mine = std::make_unique<std::uint64_t>(generation_);  // left to MPI if a send is abandoned
-    std::unique_lock<std::mutex> lock(process_.mutex());
+    MutexLock lock(process_.mutex());
     for (int p = 0; p < size_; ++p) {
       if (p == rank_) continue;
       const auto q = static_cast<std::size_t>(p);
@@ -606,7 +608,7 @@ class MpiCrossWorker final : public CrossWorker {
       // First the headers (so that every worker cuts the same chunks), then
       // messages small enough for MPI's eager protocol.
       exchange_headers(what, mine, deadline, cancelled);
-      std::lock_guard<std::mutex> lock(process_.mutex());
+      MutexLock lock(process_.mutex());
       for (int p = 0; p < size_; ++p) {
         if (p == rank_) continue;
         for (std::size_t at = 0; at < bytes; at += kEagerBytes) {
@@ -619,7 +621,7 @@ class MpiCrossWorker final : public CrossWorker {
       // One round: the headers and the buffers at once. A peer's larger
       // buffer is cut to this worker's size (MPI reports the truncation;
       // the headers name the mismatch).
-      std::lock_guard<std::mutex> lock(process_.mutex());
+      MutexLock lock(process_.mutex());
       post_headers(mine, all, requests);
       for (int p = 0; p < size_; ++p) {
         if (p == rank_) continue;
@@ -645,7 +647,7 @@ class MpiCrossWorker final : public CrossWorker {
     scratch_.resize(m * my_count * e);
     {
       Requests requests(data_tag_);
-      std::unique_lock<std::mutex> lock(process_.mutex());
+      MutexLock lock(process_.mutex());
       for (int p = 0; p < size_; ++p) {
         if (p == rank_) continue;
         const auto q = static_cast<std::size_t>(p);
@@ -661,7 +663,7 @@ class MpiCrossWorker final : public CrossWorker {
       return w == me ? my_input : scratch_.data() + w * my_count * e;
     });
     Requests requests(data_tag_);
-    std::unique_lock<std::mutex> lock(process_.mutex());
+    MutexLock lock(process_.mutex());
     for (int p = 0; p < size_; ++p) {
       if (p == rank_) continue;
       const auto q = static_cast<std::size_t>(p);
@@ -698,7 +700,7 @@ class MpiCrossWorker final : public CrossWorker {
   };
 
   std::uint64_t next_seq(const char* what) {
-    std::lock_guard<std::mutex> lock(process_.mutex());
+    MutexLock lock(process_.mutex());
     if (!kept_report_.empty() && !broken_) {
       const std::string msg = std::string("cross-worker ") + what + " on worker " +
                               std::to_string(rank_) + " failed: " + kept_report_;
@@ -736,7 +738,7 @@ class MpiCrossWorker final : public CrossWorker {
     if (size_ == 1) return all;
     Requests requests(data_tag_);
     {
-      std::lock_guard<std::mutex> lock(process_.mutex());
+      MutexLock lock(process_.mutex());
       post_headers(mine, all, requests);
     }
     wait(what, requests, deadline, cancelled);
@@ -767,7 +769,7 @@ class MpiCrossWorker final : public CrossWorker {
     InterruptPoll poll;  // the waiting thread's interrupt check (distribute/interrupt.h)
     for (unsigned round = 0;; ++round) {
       {
-        std::lock_guard<std::mutex> lock(process_.mutex());
+        MutexLock lock(process_.mutex());
         if (test_locked(requests)) return;
         // Failure reports are rare: look every 32 polls (a few microseconds).
         if ((round % 32) == 31) check_failure_reports_locked(what, requests);
@@ -817,7 +819,7 @@ class MpiCrossWorker final : public CrossWorker {
   // True when every request completed; tests every pending one (takes the
   // MPI mutex).
   bool test_every(Requests& requests) {
-    std::lock_guard<std::mutex> lock(process_.mutex());
+    MutexLock lock(process_.mutex());
     bool all = true;
     for (MPI_Request& r : requests.requests) all = test_one_locked(r) && all;
     return all;
@@ -876,7 +878,7 @@ class MpiCrossWorker final : public CrossWorker {
   }
 
   void abandon(Requests& requests, const std::string& reason) {
-    std::lock_guard<std::mutex> lock(process_.mutex());
+    MutexLock lock(process_.mutex());
     abandon_locked(requests, reason);
   }
 

@@ -288,19 +288,19 @@ int ShmChannel::dead_peer(std::uint64_t b) const {
 
 void ShmChannel::fail(const std::string& reason, std::exception_ptr error) {
   {
-    std::lock_guard<std::mutex> lock(state_mutex_);
+    MutexLock lock(state_mutex_);
     if (broken_.empty()) broken_ = reason;
   }
   std::rethrow_exception(error);
 }
 
 std::string ShmChannel::broken() const {
-  std::lock_guard<std::mutex> lock(state_mutex_);
+  MutexLock lock(state_mutex_);
   return broken_;
 }
 
 void ShmChannel::post_state(std::uint32_t state, const std::string& text) noexcept {
-  std::lock_guard<std::mutex> lock(state_mutex_);
+  MutexLock lock(state_mutex_);
   if (posted_) return;
   posted_ = true;
   Control& me = control(rank_);

@@ -56,6 +56,7 @@
 
 #include "distribute/internal/function_ref.h"
 #include "distribute/types.h"
+#include "runtime/mutex.h"
 #include "transport/wire.h"
 
 namespace distribute::internal {
@@ -151,9 +152,9 @@ class ShmChannel {
   std::vector<const std::byte*> ins_;      // the inputs of a sum, per worker
   mutable std::vector<Header> headers_;    // every worker's header of a barrier
   std::vector<int> pidfds_;    // per worker; -1: none (itself, or kill(pid, 0) instead)
-  mutable std::mutex state_mutex_;
-  bool posted_ = false;       // this worker's state left kAlive; guarded by state_mutex_
-  std::string broken_;        // guarded by state_mutex_
+  mutable Mutex state_mutex_;
+  bool posted_ GUARDED_BY(state_mutex_) = false;  // this worker's state left kAlive
+  std::string broken_ GUARDED_BY(state_mutex_);
 };
 
 }  // namespace distribute::internal
