@@ -16,8 +16,9 @@ enum class DType : std::uint8_t {
   kInt64,
   // Byte strings (TF's tf.string): lines of text, serialized records. Only
   // the operations that move elements support them (slicing, batching,
-  // concat, stack, equality, printing, datasets); arithmetic, casts,
-  // collectives and variables raise InvalidArgumentError for them.
+  // concat, stack, equality, printing, datasets, run's results); arithmetic,
+  // casts, collectives, reduce, gather and variables raise
+  // InvalidArgumentError for them, checkpoints UnimplementedError.
   kString,
 };
 

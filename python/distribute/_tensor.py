@@ -39,6 +39,8 @@ def convert(value, dtype=None):
   if strings is not None or (dtype is not None and dtype_name(dtype) == "string"):
     if strings is None:
       raise InvalidArgumentError(f"expected str or bytes values for dtype string, got {type(value).__name__}")
+    if dtype is not None and dtype_name(dtype) != "string":
+      raise InvalidArgumentError(f"cannot convert text {value!r:.60} to a tensor of dtype {dtype_name(dtype)}")
     return _core.strings(*strings)
   array = _as_array(value)
   if dtype is not None and array.dtype != np.dtype(dtype):
@@ -174,10 +176,30 @@ def _repr(t):
   return t._to_string()
 
 
+def _numbers(t, what):
+  """numpy(t) of a number tensor; InvalidArgumentError for a string one (as the C++ core)."""
+  if t.dtype == "string":
+    raise InvalidArgumentError(f"{what}: expected a tensor of a number dtype, got dtype string")
+  return numpy(t)
+
+
+def _getitem(t, key):
+  if t.dtype != "string":
+    return convert(np.asarray(numpy(t)[key]))
+  # Bytes objects straight to the core: numpy's S dtype would drop trailing NUL bytes.
+  item = numpy(t)[key]
+  if isinstance(item, bytes):
+    return _core.strings([item], [])
+  return _core.strings(item.reshape(-1).tolist(), list(item.shape))
+
+
 def _binary(op, reflected=False):
   def method(self, other):
     if not isinstance(other, (Tensor, np.ndarray, int, float, np.generic)):
       return NotImplemented
+    _numbers(self, "arithmetic")
+    if isinstance(other, Tensor):
+      _numbers(other, "arithmetic")
     a = numpy(self)
     b = numpy(other) if isinstance(other, Tensor) else other
     result = op(b, a) if reflected else op(a, b)
@@ -196,12 +218,12 @@ def _install():
                    ("matmul", operator.matmul)):
     setattr(Tensor, f"__{name}__", _binary(op))
     setattr(Tensor, f"__r{name}__", _binary(op, reflected=True))
-  Tensor.__neg__ = lambda self: convert(-numpy(self))
+  Tensor.__neg__ = lambda self: convert(-_numbers(self, "negation"))
   Tensor.__len__ = lambda self: len(numpy(self))
-  Tensor.__getitem__ = lambda self, key: convert(np.asarray(numpy(self)[key]))
-  Tensor.__float__ = lambda self: float(numpy(self))
-  Tensor.__int__ = lambda self: int(numpy(self))
-  Tensor.__index__ = lambda self: int(numpy(self))
+  Tensor.__getitem__ = _getitem
+  Tensor.__float__ = lambda self: float(_numbers(self, "float()"))
+  Tensor.__int__ = lambda self: int(_numbers(self, "int()"))
+  Tensor.__index__ = lambda self: int(_numbers(self, "index"))
   Tensor.ndim = property(lambda self: len(self.shape))
   Tensor.__eq__ = lambda self, other: (isinstance(other, Tensor) and self.shape == other.shape
                                        and self.dtype == other.dtype

@@ -95,6 +95,11 @@ void Checkpoint::track(const std::string& name, std::int32_t* value) {
 
 void Checkpoint::track(const std::string& name, Tensor* tensor) {
   if (tensor == nullptr) throw InvalidArgumentError("Checkpoint::track(" + quote_name(name) + "): null pointer");
+  if (!is_numeric(tensor->dtype())) {
+    throw UnimplementedError("Checkpoint::track(" + quote_name(name) +
+                             "): the checkpoint format holds number tensors, got dtype " +
+                             std::string(dtype_name(tensor->dtype())));
+  }
   add({name, tensor});
 }
 

@@ -159,8 +159,11 @@ std::vector<std::byte> encode(const std::vector<NamedTensor>& entries) {
 
 // Parses and checks a whole checkpoint file; raises DataLossError or
 // FailedPreconditionError (version) with the path and the problem.
-std::vector<NamedTensor> decode(std::span<const std::byte> file, const std::string& path) {
-  const std::string where = "checkpoint " + path + ": ";
+namespace {
+
+// Checks the fixed header (magic, version, header CRC, file length) and
+// returns the entry count it holds.
+std::uint32_t check_header(std::span<const std::byte> file, const std::string& where) {
   const std::size_t magic_bytes = std::min(file.size(), sizeof(kMagic));
   if (magic_bytes > 0 && std::memcmp(file.data(), kMagic, magic_bytes) != 0) {
     throw DataLossError(where + "not a distribute checkpoint: expected the file to start with the magic \"DISTCKPT\"");
@@ -181,86 +184,114 @@ std::vector<NamedTensor> decode(std::span<const std::byte> file, const std::stri
     throw DataLossError(where + "the header is corrupted: CRC32C " + hex32(header_crc) + " of its bytes, stored " +
                         hex32(stored_header_crc));
   }
-  const auto count = static_cast<std::uint32_t>(load_le(file.data() + 12, 4));
   const std::uint64_t length = load_le(file.data() + 16, 8);
   if (length != file.size()) {
     throw DataLossError(where + (file.size() < length ? "truncated" : "longer than written") + ": expected " +
                         std::to_string(length) + " bytes (the length in its header), got " +
                         std::to_string(file.size()) + " bytes");
   }
+  return static_cast<std::uint32_t>(load_le(file.data() + 12, 4));
+}
+
+// One entry's fields as stored, its CRC checked.
+struct RawEntry {
+  std::string name;
+  std::string named;  // "entry 3 ('name')", for messages
+  std::uint32_t code = 0;
+  std::vector<std::uint64_t> dims;
+  std::span<const std::byte> data;
+};
+
+RawEntry read_raw_entry(Reader& in, const std::string& where, std::uint32_t index) {
+  const std::string entry = "entry " + std::to_string(index);
+  const std::size_t start = in.position();
+  const std::uint32_t name_length = in.u32("name length", entry);
+  if (name_length == 0 || name_length > kMaxNameLength) {
+    throw DataLossError(where + entry + " is malformed: name length " + std::to_string(name_length) +
+                        ", expected 1 to " + std::to_string(kMaxNameLength));
+  }
+  RawEntry raw;
+  const auto name_bytes = in.take(name_length, "name", entry);
+  raw.name.assign(reinterpret_cast<const char*>(name_bytes.data()), name_bytes.size());
+  raw.named = entry + " (" + quote_name(raw.name) + ")";
+  raw.code = in.u32("dtype", raw.named);
+  const std::uint32_t rank = in.u32("rank", raw.named);
+  if (rank > Shape::kMaxRank) {
+    // Checked before reading the dimensions, so that a damaged rank does
+    // not read far; the CRC is checked when the entry's extent is known.
+    throw DataLossError(where + raw.named + " is corrupted: rank " + std::to_string(rank) + ", at most " +
+                        std::to_string(Shape::kMaxRank) + " is supported");
+  }
+  raw.dims.resize(rank);
+  for (auto& d : raw.dims) d = in.u64("dimensions", raw.named);
+  const std::uint64_t data_length = in.u64("data length", raw.named);
+  raw.data = in.take(data_length, "data", raw.named);
+  const std::size_t end = in.position();
+  const std::uint32_t stored_crc = in.u32("CRC32C", raw.named);
+  const std::uint32_t crc = internal::crc32c(in.span(start, end));
+  if (crc != stored_crc) {
+    throw DataLossError(where + raw.named + " is corrupted: CRC32C " + hex32(crc) + " of its bytes, stored " +
+                        hex32(stored_crc));
+  }
+  return raw;
+}
+
+// The tensor of an entry whose CRC matched: what follows is what was
+// written, so a failure here means a writer bug or a deliberately crafted
+// file.
+Tensor tensor_of(const RawEntry& raw, const std::string& where) {
+  const std::optional<DType> dtype = dtype_from_code(raw.code);
+  if (!dtype.has_value()) {
+    throw DataLossError(where + raw.named + " has the unknown dtype code " + std::to_string(raw.code));
+  }
+  Shape shape;
+  for (const std::uint64_t d : raw.dims) {
+    if (d > static_cast<std::uint64_t>(INT64_MAX)) {
+      throw DataLossError(where + raw.named + " has an impossible dimension " + std::to_string(d));
+    }
+    shape.push_back(static_cast<std::int64_t>(d));
+  }
+  // Tensor's own check (core/element_count.h), so that a shape the file
+  // can hold but no tensor can is reported here, with the file and entry.
+  // (No dimension is negative: each is at most INT64_MAX.)
+  using Problem = internal::ElementCount::Problem;
+  const internal::ElementCount shape_count = internal::count_elements(shape, *dtype);
+  if (shape_count.problem == Problem::kTooManyElements) {
+    throw DataLossError(where + raw.named + " has an impossible shape " + shape_string(shape) +
+                        ": expected at most 2^63 - 1 elements, got more in its first " +
+                        std::to_string(shape_count.dimension + 1) + " dimensions");
+  }
+  if (shape_count.problem == Problem::kTooManyBytes) {
+    throw DataLossError(where + raw.named + " has an impossible shape: " + internal::describe(*dtype, shape) +
+                        " needs more than 2^63 - 1 bytes of data, the entry has " + std::to_string(raw.data.size()));
+  }
+  if (static_cast<std::uint64_t>(shape_count.bytes) != raw.data.size()) {
+    throw DataLossError(where + raw.named + ": " + internal::describe(*dtype, shape) + " needs " +
+                        std::to_string(shape_count.bytes) + " bytes of data, the entry has " +
+                        std::to_string(raw.data.size()));
+  }
+  void* out = nullptr;
+  Tensor value = internal::allocate_tensor(*dtype, shape, &out);
+  if (!raw.data.empty()) std::memcpy(out, raw.data.data(), raw.data.size());
+  return value;
+}
+
+}  // namespace
+
+std::vector<NamedTensor> decode(std::span<const std::byte> file, const std::string& path) {
+  const std::string where = "checkpoint " + path + ": ";
+  const std::uint32_t count = check_header(file, where);
   Reader in(file, path);
   in.take(kHeaderSize, "header", "the header");
   std::vector<NamedTensor> entries;
   std::set<std::string> names;
   for (std::uint32_t i = 0; i < count; ++i) {
-    const std::string entry = "entry " + std::to_string(i);
-    const std::size_t start = in.position();
-    const std::uint32_t name_length = in.u32("name length", entry);
-    if (name_length == 0 || name_length > kMaxNameLength) {
-      throw DataLossError(where + entry + " is malformed: name length " + std::to_string(name_length) +
-                          ", expected 1 to " + std::to_string(kMaxNameLength));
+    RawEntry raw = read_raw_entry(in, where, i);
+    Tensor value = tensor_of(raw, where);
+    if (!names.insert(raw.name).second) {
+      throw DataLossError(where + raw.named + " repeats the name of an earlier entry");
     }
-    const auto name_bytes = in.take(name_length, "name", entry);
-    std::string name(reinterpret_cast<const char*>(name_bytes.data()), name_bytes.size());
-    const std::string named = entry + " (" + quote_name(name) + ")";
-    const std::uint32_t code = in.u32("dtype", named);
-    const std::uint32_t rank = in.u32("rank", named);
-    if (rank > Shape::kMaxRank) {
-      // Checked before reading the dimensions, so that a damaged rank does
-      // not read far; the CRC is checked when the entry's extent is known.
-      throw DataLossError(where + named + " is corrupted: rank " + std::to_string(rank) + ", at most " +
-                          std::to_string(Shape::kMaxRank) + " is supported");
-    }
-    std::vector<std::uint64_t> dims(rank);
-    for (auto& d : dims) d = in.u64("dimensions", named);
-    const std::uint64_t data_length = in.u64("data length", named);
-    const auto data = in.take(data_length, "data", named);
-    const std::size_t end = in.position();
-    const std::uint32_t stored_crc = in.u32("CRC32C", named);
-    const std::uint32_t crc = internal::crc32c(in.span(start, end));
-    if (crc != stored_crc) {
-      throw DataLossError(where + named + " is corrupted: CRC32C " + hex32(crc) + " of its bytes, stored " +
-                          hex32(stored_crc));
-    }
-    // The CRC matched: what follows is what was written, so a failure here
-    // means a writer bug or a deliberately crafted file.
-    const std::optional<DType> dtype = dtype_from_code(code);
-    if (!dtype.has_value()) {
-      throw DataLossError(where + named + " has the unknown dtype code " + std::to_string(code));
-    }
-    Shape shape;
-    for (const std::uint64_t d : dims) {
-      if (d > static_cast<std::uint64_t>(INT64_MAX)) {
-        throw DataLossError(where + named + " has an impossible dimension " + std::to_string(d));
-      }
-      shape.push_back(static_cast<std::int64_t>(d));
-    }
-    // Tensor's own check (core/element_count.h), so that a shape the file
-    // can hold but no tensor can is reported here, with the file and entry.
-    // (No dimension is negative: each is at most INT64_MAX.)
-    using Problem = internal::ElementCount::Problem;
-    const internal::ElementCount shape_count = internal::count_elements(shape, *dtype);
-    if (shape_count.problem == Problem::kTooManyElements) {
-      throw DataLossError(where + named + " has an impossible shape " + shape_string(shape) +
-                          ": expected at most 2^63 - 1 elements, got more in its first " +
-                          std::to_string(shape_count.dimension + 1) + " dimensions");
-    }
-    if (shape_count.problem == Problem::kTooManyBytes) {
-      throw DataLossError(where + named + " has an impossible shape: " + internal::describe(*dtype, shape) +
-                          " needs more than 2^63 - 1 bytes of data, the entry has " + std::to_string(data_length));
-    }
-    if (static_cast<std::uint64_t>(shape_count.bytes) != data_length) {
-      throw DataLossError(where + named + ": " + internal::describe(*dtype, shape) + " needs " +
-                          std::to_string(shape_count.bytes) + " bytes of data, the entry has " +
-                          std::to_string(data_length));
-    }
-    if (!names.insert(name).second) {
-      throw DataLossError(where + named + " repeats the name of an earlier entry");
-    }
-    void* out = nullptr;
-    Tensor value = internal::allocate_tensor(*dtype, shape, &out);
-    if (!data.empty()) std::memcpy(out, data.data(), data.size());
-    entries.push_back({std::move(name), std::move(value)});
+    entries.push_back({std::move(raw.name), std::move(value)});
   }
   if (in.remaining() != 0) {
     throw DataLossError(where + "malformed: " + std::to_string(in.remaining()) + " bytes after the last of " +

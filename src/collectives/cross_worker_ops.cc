@@ -80,6 +80,7 @@ Tensor gather_over_workers(CrossWorker& cross, const char* what, const Tensor& v
 }
 
 Tensor concat_along_axis(const std::vector<Tensor>& parts, int axis, const char* what, const char* unit) {
+  for (const Tensor& t : parts) check_numeric(t, what);  // rows are memcpy'd below
   Shape shape = parts[0].shape();
   std::int64_t along = 0;
   for (std::size_t r = 0; r < parts.size(); ++r) {

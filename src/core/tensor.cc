@@ -397,6 +397,7 @@ std::byte* exclusive_bytes(const Tensor& t) noexcept {
 }
 
 Tensor scalar_of(DType dtype, double value) {
+  if (!is_numeric(dtype)) throw_not_numeric(dtype, "arithmetic with a number");
   return dispatch_dtype(dtype, [&](auto zero) {
     using T = decltype(zero);
     if constexpr (std::is_floating_point_v<T>) {
@@ -418,6 +419,7 @@ Tensor scalar_of(DType dtype, double value) {
 }
 
 Tensor scalar_of(DType dtype, std::int64_t value) {
+  if (!is_numeric(dtype)) throw_not_numeric(dtype, "arithmetic with a number");
   return dispatch_dtype(dtype, [&](auto zero) {
     using T = decltype(zero);
     if constexpr (std::is_same_v<T, std::int32_t>) {

@@ -44,8 +44,8 @@ class InputFile {
   };
   [[noreturn]] void throw_read_error() const;
 
+  std::unique_ptr<char[]> buffer_;  // setvbuf's: declared first, so it outlives fclose
   std::unique_ptr<std::FILE, Closer> file_;
-  std::unique_ptr<char[]> buffer_;
   std::string name_;
   std::uint64_t offset_ = 0;
   char* line_ = nullptr;  // getdelim's buffer (malloc'd, freed by the destructor)

@@ -10,6 +10,7 @@
 #include <string>
 
 #include "core/describe.h"
+#include "core/tensor_access.h"
 #include "distribute/strategy.h"
 
 namespace distribute {
@@ -75,6 +76,7 @@ Tensor reduce_values(ReduceOp op, const std::vector<Tensor>& values, std::option
 Tensor Strategy::reduce(ReduceOp op, const PerReplica<Tensor>& value, std::optional<int> axis) {
   require_cross_replica_or_default_context("reduce");
   check_origin(value.origin(), call_name(op));
+  for (const Tensor& v : value.values()) internal::check_numeric(v, "Strategy::reduce");
   if (value.values().size() != devices_.size()) {
     throw InvalidArgumentError(call_name(op) + ": expected a PerReplica with one value per replica (" +
                                std::to_string(devices_.size()) + " for " + to_string() + "), got " +
@@ -93,6 +95,7 @@ Tensor Strategy::reduce(ReduceOp op, const PerReplica<Tensor>& value, std::optio
 
 Tensor Strategy::reduce(ReduceOp op, const Mirrored<Tensor>& value, std::optional<int> axis) {
   require_cross_replica_or_default_context("reduce");
+  for (const Tensor& v : value.values()) internal::check_numeric(v, "Strategy::reduce");
   // As TF's MirroredStrategy: MEAN returns the value itself; SUM reduces
   // the copies like any distributed value (N times the value).
   if (!axis.has_value() && (op == ReduceOp::MEAN || num_replicas_in_sync() == 1)) return value.primary();
@@ -101,6 +104,7 @@ Tensor Strategy::reduce(ReduceOp op, const Mirrored<Tensor>& value, std::optiona
 
 Tensor Strategy::reduce(ReduceOp op, const Tensor& value, std::optional<int> axis) {
   require_cross_replica_or_default_context("reduce");
+  internal::check_numeric(value, "Strategy::reduce");
   if (kind_ == Kind::kDefault || kind_ == Kind::kOneDevice) {
     // The value is the single replica's.
     return reduce_values(op, {value}, axis);

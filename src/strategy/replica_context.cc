@@ -27,6 +27,7 @@ Clock::time_point deadline_for(const CommunicationOptions& merged) {
 }
 
 int normalize_gather_axis(const Tensor& t, int axis, const char* op) {
+  check_numeric(t, op);
   if (t.rank() == 0) {
     throw InvalidArgumentError(std::string(op) + ": expected tensors of rank >= 1, got a scalar; add an axis first "
                                "(e.g. reshape to shape (1,))");
@@ -104,6 +105,8 @@ std::vector<Tensor>* ReplicaContext::all_reduce_into(ReduceOp op, std::span<cons
   if (merged.bytes_per_pack < 0) {
     throw InvalidArgumentError("all_reduce: expected bytes_per_pack >= 0, got " + std::to_string(merged.bytes_per_pack));
   }
+  for (const Tensor& t : values) internal::check_numeric(t, "all_reduce");
+  for (const Tensor& t : handed) internal::check_numeric(t, "all_reduce");
   if (strategy_->num_replicas_in_sync() == 1) return nullptr;  // the inputs are the results
   internal::CollectiveGroup& group = *strategy_->collectives_;
   if (handed.empty()) return &group.all_reduce(replica_id_, op, values, merged.bytes_per_pack, deadline);

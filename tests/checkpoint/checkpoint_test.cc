@@ -140,6 +140,20 @@ TEST_F(CheckpointTest, RoundTripsPlainVariablesScalarsAndTensors) {
 
 // An int (int32_t) counter: saved as an int64 scalar like the other
 // counters, so it reads back into any of them and they into it.
+TEST_F(CheckpointTest, StringTensorsAreRefusedAtTrackAndAtSave) {
+  Tensor words(std::vector<std::string>{"a", "b"}, {2});
+  Checkpoint ckpt;
+  EXPECT_THAT(message_of<UnimplementedError>([&] { ckpt.track("words", &words); }),
+              HasSubstr("holds number tensors, got dtype string"));
+  // A tracked tensor that becomes a string one later is refused by save,
+  // which writes nothing.
+  Tensor t{1.f};
+  ckpt.track("t", &t);
+  t = words;
+  EXPECT_THAT(message_of<UnimplementedError>([&] { ckpt.save(dir_); }), HasSubstr("cannot save 't'"));
+  EXPECT_EQ(latest_checkpoint(dir_), std::nullopt);
+}
+
 TEST_F(CheckpointTest, Int32CounterRoundTripsAndExchangesWithInt64) {
   int epoch = -2147483647 - 1;  // the lowest int32: kept exactly
   std::int32_t batch = 2147483647;

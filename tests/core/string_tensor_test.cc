@@ -7,6 +7,7 @@
 #include <vector>
 
 #include "distribute/distribute.h"
+#include "testing/helpers.h"
 
 namespace distribute {
 namespace {
@@ -82,6 +83,8 @@ TEST(StringTensorTest, NumberOperationsRaiseNamingTheDtype) {
     }
   };
   expect_invalid([&] { (void)(s + s); }, "operator+");
+  EXPECT_THAT(testing::message_of<InvalidArgumentError>([&] { (void)(s * 2); }),
+              HasSubstr("arithmetic with a number: expected a tensor of a number dtype"));
   expect_invalid([&] { (void)s.sum(); }, "sum");
   expect_invalid([&] { (void)s.mean(); }, "mean");
   expect_invalid([&] { (void)s.cast(DType::kFloat32); }, "cast");

@@ -147,3 +147,29 @@ def test_collectives_refuse_string_tensors():
     strategy.run(lambda: dist.get_replica_context().all_reduce("sum", tf.constant("a")))
   out = strategy.run(lambda: tf.constant(f"r{dist.get_replica_context().replica_id_in_sync_group}"))
   assert [v.numpy() for v in strategy.experimental_local_results(out)] == [b"r0", b"r1"]
+
+
+def test_indexing_keeps_trailing_nul_bytes_and_numbers_are_refused():
+  # A serialized Example whose last value is 0 ends in a NUL byte.
+  records = tf.constant([b"ab\x00", b"\x00\x00"])
+  assert records[0].numpy() == b"ab\x00"
+  assert [r.numpy() for r in records] == [b"ab\x00", b"\x00\x00"]
+  assert records[:1].numpy().tolist() == [b"ab\x00"]
+  with pytest.raises(dist.InvalidArgumentError, match="cannot convert text"):
+    tf.constant("1", tf.float32)
+  with pytest.raises(dist.InvalidArgumentError, match="got dtype string"):
+    records * 2
+  with pytest.raises(dist.InvalidArgumentError, match="got dtype string"):
+    float(tf.constant("1.5"))
+
+
+def test_one_replica_strategies_refuse_strings_in_collectives_too():
+  one = dist.OneDeviceStrategy("CPU:0")
+  with pytest.raises(dist.InvalidArgumentError, match="got dtype string"):
+    one.run(lambda: dist.get_replica_context().all_reduce("sum", tf.constant("a")))
+  with pytest.raises(dist.InvalidArgumentError, match="got dtype string"):
+    one.reduce("sum", tf.constant("a"), axis=None)
+  two = dist.MirroredStrategy(["CPU:0", "CPU:1"])
+  batches = two.run(lambda: tf.constant([b"x", b"y"]))
+  with pytest.raises(dist.InvalidArgumentError, match="got dtype string"):
+    two.gather(batches, axis=0)

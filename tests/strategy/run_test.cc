@@ -246,6 +246,23 @@ TEST(StringValuesTest, CollectivesRefuseStringsAndReleaseTheOtherReplicas) {
   }
   EXPECT_THROW(strategy.run([] { return current_replica_context().all_gather(Tensor(std::vector<std::string>{"a"}, {1}), 0); }),
                InvalidArgumentError);
+  const auto batches = strategy.run([] { return Tensor(std::vector<std::string>{"x", "y"}, {2}); });
+  EXPECT_THAT(testing::message_of<InvalidArgumentError>([&] { strategy.gather(batches, 0); }),
+              HasSubstr("got dtype string"));
+  EXPECT_THAT(testing::message_of<InvalidArgumentError>([&] { strategy.reduce(ReduceOp::SUM, batches, 0); }),
+              HasSubstr("got dtype string"));
+  // One replica: the same errors, although no collective is needed.
+  OneDeviceStrategy one("CPU:0");
+  EXPECT_THAT(testing::message_of<InvalidArgumentError>([&] {
+                one.run([] { return current_replica_context().all_reduce(ReduceOp::SUM, Tensor(std::string("a"))); });
+              }),
+              HasSubstr("all_reduce"));
+  EXPECT_THAT(testing::message_of<InvalidArgumentError>([&] {
+                one.run([] { return current_replica_context().all_gather(Tensor(std::vector<std::string>{"a"}, {1}), 0); });
+              }),
+              HasSubstr("got dtype string"));
+  EXPECT_THAT(testing::message_of<InvalidArgumentError>([&] { one.reduce(ReduceOp::SUM, Tensor(std::string("a"))); }),
+              HasSubstr("Strategy::reduce"));
   // run() itself carries strings: a PerReplica of string tensors.
   const auto out = strategy.run([] {
     return Tensor(std::string("replica ") + std::to_string(current_replica_context().replica_id_in_sync_group()));
