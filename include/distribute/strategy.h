@@ -43,6 +43,7 @@
 namespace distribute {
 
 class Strategy;
+struct MultiWorkerOptions;
 
 namespace internal {
 class ReplicaPool;
@@ -275,6 +276,13 @@ class Strategy {
   Tensor gather_over_workers(const Tensor& value, int axis, const char* what = "gather");
   // The chief's `text` on every worker (the others' `text` is not sent).
   std::string text_from_chief(const std::string& text, const char* what);
+  // MultiWorkerMirroredStrategy's chief (worker 0 until this is called): TF's
+  // rules over the cluster this process was given (TF_CONFIG or
+  // options.cluster_resolver; without one, worker 0), reconciled with the
+  // transport's rank and size (InvalidArgumentError when they disagree, or
+  // when the launcher's variables disagree with ranks that are the
+  // launcher's). Defined in strategy/multi_worker.cc.
+  void decide_chief(const MultiWorkerOptions& options);
   // MultiWorkerMirroredStrategy's end: tells the other workers this one
   // left and closes the channel (later uses raise FailedPreconditionError).
   void leave_workers() noexcept;

@@ -29,6 +29,11 @@ std::shared_ptr<internal::CrossWorker> required(std::shared_ptr<internal::CrossW
   return transport;
 }
 
+// What the transport needs of the options.
+internal::ChannelOptions channel_options(const MultiWorkerOptions& options) {
+  return {options.startup_timeout_seconds, options.mpi_communicator, options.shared_memory};
+}
+
 // Cross-replica calls have no local replicas to be cancelled by.
 constexpr auto never = [] { return false; };
 
@@ -37,11 +42,12 @@ constexpr auto never = [] { return false; };
 MultiWorkerMirroredStrategy::MultiWorkerMirroredStrategy() : MultiWorkerMirroredStrategy(MultiWorkerOptions{}) {}
 
 MultiWorkerMirroredStrategy::MultiWorkerMirroredStrategy(const MultiWorkerOptions& options)
-    : MultiWorkerMirroredStrategy(options, internal::make_mpi_cross_worker(options)) {}
+    : MultiWorkerMirroredStrategy(options, internal::make_mpi_cross_worker(channel_options(options))) {}
 
 MultiWorkerMirroredStrategy::MultiWorkerMirroredStrategy(const MultiWorkerOptions& options,
                                                          std::shared_ptr<internal::CrossWorker> transport)
     : Strategy(Kind::kMultiWorker, local_devices(options), options.communication, required(std::move(transport))) {
+  decide_chief(options);
   // Every worker must run as many replicas (TF: "tf.distribute expects every
   // worker to have the same number of replicas"); every worker checks.
   const Tensor counts = gather_over_workers(Tensor{static_cast<std::int64_t>(num_local_replicas())}, 0,
@@ -58,6 +64,13 @@ MultiWorkerMirroredStrategy::MultiWorkerMirroredStrategy(const MultiWorkerOption
 }
 
 MultiWorkerMirroredStrategy::~MultiWorkerMirroredStrategy() { leave_workers(); }
+
+void Strategy::decide_chief(const MultiWorkerOptions& options) {
+  ClusterEnvironment environment = read_cluster_environment();
+  if (options.cluster_resolver.has_value()) environment.tf_config = options.cluster_resolver;
+  if (!cross_worker_->ranks_are_the_launchers()) environment.launcher.reset();
+  is_chief_ = reconcile_cluster(environment, cross_worker_->worker_index(), cross_worker_->num_workers()).is_chief;
+}
 
 void Strategy::leave_workers() noexcept {
   if (cross_worker_ != nullptr) cross_worker_->close();

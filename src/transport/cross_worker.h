@@ -23,6 +23,7 @@
 //     flight cannot be completed).
 #pragma once
 
+#include <any>
 #include <chrono>
 #include <cstddef>
 #include <cstdint>
@@ -36,7 +37,6 @@
 #include "distribute/types.h"
 
 namespace distribute {
-struct MultiWorkerOptions;
 namespace internal {
 
 // Mismatched calls found in the header exchange: every worker raises it at
@@ -55,7 +55,12 @@ class CrossWorker {
 
   virtual int num_workers() const = 0;
   virtual int worker_index() const = 0;
-  virtual bool is_chief() const = 0;
+  // True when worker_index() and num_workers() are the process's rank and
+  // size in the launcher's job (MPI_COMM_WORLD): the launcher's variables
+  // (OMPI_COMM_WORLD_RANK, PMI_RANK, ...) must then agree with them. Who is
+  // chief is the strategy's decision (TF's rules over TF_CONFIG), not the
+  // transport's.
+  virtual bool ranks_are_the_launchers() const { return false; }
 
   // out = the SUM over the workers of `count` elements of `dtype` at `in`
   // (`in` may be `out`).
@@ -85,7 +90,13 @@ class CrossWorker {
 // initialization can name none). One strategy per process at a time:
 // FailedPreconditionError while another is alive (not closed). Raises
 // UnimplementedError when built without MPI.
-std::shared_ptr<CrossWorker> make_mpi_cross_worker(const MultiWorkerOptions& options);
+struct ChannelOptions {
+  // MultiWorkerOptions' fields of the same names.
+  double startup_timeout_seconds = 60.0;
+  std::any mpi_communicator;  // an MPI_Comm, or empty for MPI_COMM_WORLD
+  bool shared_memory = true;
+};
+std::shared_ptr<CrossWorker> make_mpi_cross_worker(const ChannelOptions& options);
 
 }  // namespace internal
 }  // namespace distribute

@@ -50,7 +50,6 @@ class LocalChannel final : public CrossWorker {
 
   int num_workers() const override { return size_; }
   int worker_index() const override { return rank_; }
-  bool is_chief() const override { return rank_ == 0; }
 
   void all_reduce_sum(const char* what, DType dtype, const void* in, void* out, std::size_t count,
                       Clock::time_point deadline, FunctionRef<bool()> cancelled) override {

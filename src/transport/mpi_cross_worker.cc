@@ -32,7 +32,6 @@
 #include "core/describe.h"
 #include "core/dtype_dispatch.h"
 #include "distribute/errors.h"
-#include "distribute/strategies.h"
 #include "runtime/deadline.h"
 #include "runtime/interrupt.h"
 #include "runtime/mutex.h"
@@ -214,7 +213,7 @@ class MpiProcess {
 
 class MpiCrossWorker final : public CrossWorker {
  public:
-  MpiCrossWorker(MPI_Comm base, const MultiWorkerOptions& options, MpiProcess& process,
+  MpiCrossWorker(MPI_Comm base, const ChannelOptions& options, MpiProcess& process,
                  std::uint64_t generation, Clock::time_point startup_deadline)
       : process_(process),
         generation_(generation),
@@ -264,7 +263,7 @@ class MpiCrossWorker final : public CrossWorker {
 
   int num_workers() const override { return size_; }
   int worker_index() const override { return rank_; }
-  bool is_chief() const override { return chief_; }
+  bool ranks_are_the_launchers() const override { return world_; }
 
   void all_reduce_sum(const char* what, DType dtype, const void* in_data, void* data, std::size_t count,
                       Clock::time_point deadline, FunctionRef<bool()> cancelled) override {
@@ -373,7 +372,7 @@ class MpiCrossWorker final : public CrossWorker {
   // program's communicator (naming the ones that do not within the
   // deadline, and checking that all are at the same strategy), then the
   // strategy's own communicators are duplicated from it.
-  void start(MPI_Comm base, const MultiWorkerOptions& options, Clock::time_point deadline) {
+  void start(MPI_Comm base, const ChannelOptions& options, Clock::time_point deadline) {
     const double timeout = options.startup_timeout_seconds;
     {
       MutexLock lock(process_.mutex());
@@ -417,19 +416,16 @@ class MpiCrossWorker final : public CrossWorker {
       MPI_Comm_set_errhandler(data_, MPI_ERRORS_RETURN);
       MPI_Comm_set_errhandler(control_, MPI_ERRORS_RETURN);
     }
-    ClusterEnvironment environment = read_cluster_environment();
-    if (options.cluster_resolver.has_value()) environment.tf_config = options.cluster_resolver;
     // The launcher's rank and size describe MPI_COMM_WORLD, not a
     // communicator of the program's.
-    if (options.mpi_communicator.has_value()) environment.launcher.reset();
-    chief_ = reconcile_cluster(environment, rank_, size_).is_chief;
+    world_ = !options.mpi_communicator.has_value();
     if (size_ > 1) start_shared_memory(shared_memory_wanted(options), deadline);
   }
 
   // Whether workers that share a host should use a shared-memory segment:
   // the option, unless DISTRIBUTE_SHARED_MEMORY=0 (for measuring and
   // testing the MPI path with the same program).
-  static bool shared_memory_wanted(const MultiWorkerOptions& options) {
+  static bool shared_memory_wanted(const ChannelOptions& options) {
     const char* env = std::getenv("DISTRIBUTE_SHARED_MEMORY");
     if (env != nullptr && std::string(env) == "0") return false;
     return options.shared_memory;
@@ -928,7 +924,7 @@ class MpiCrossWorker final : public CrossWorker {
   MPI_Comm control_ = MPI_COMM_NULL;
   int rank_ = 0;
   int size_ = 1;
-  bool chief_ = true;
+  bool world_ = true;  // the communicator is MPI_COMM_WORLD's processes
   std::uint64_t seq_ = 0;
   std::vector<std::byte> scratch_;
   bool broken_ = false;
@@ -941,7 +937,7 @@ class MpiCrossWorker final : public CrossWorker {
 
 }  // namespace
 
-std::shared_ptr<CrossWorker> make_mpi_cross_worker(const MultiWorkerOptions& options) {
+std::shared_ptr<CrossWorker> make_mpi_cross_worker(const ChannelOptions& options) {
   const double timeout = options.startup_timeout_seconds;
   if (!(timeout > 0)) {
     throw InvalidArgumentError("MultiWorkerOptions: expected startup_timeout_seconds > 0, got " +
