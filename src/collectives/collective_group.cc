@@ -338,19 +338,11 @@ std::vector<Tensor>& CollectiveGroup::all_reduce_donated(int replica, ReduceOp o
   return reduce(replica, op, values, values, bytes_per_pack, deadline);
 }
 
-std::vector<Tensor>& CollectiveGroup::reduce(int replica, ReduceOp op, std::span<const Tensor> values,
-                                             std::span<Tensor> handed, std::int64_t bytes_per_pack,
-                                             Clock::time_point deadline) {
-  if (bytes_per_pack < 0) {
-    throw InvalidArgumentError("all_reduce: expected bytes_per_pack >= 0, got " + std::to_string(bytes_per_pack));
-  }
-  for (const Tensor& t : values) check_numeric(t, "all_reduce");
-  Slot& mine = slot(replica);
-  // Plan the packs: consecutive tensors of one dtype, up to bytes_per_pack
-  // bytes each (0: no limit).
-  std::vector<Pack>& plan = mine.plan;
+bool CollectiveGroup::plan_packs(std::vector<Pack>& plan, std::span<const Tensor> values,
+                                 std::int64_t bytes_per_pack) const {
+  // Consecutive tensors of one dtype, up to bytes_per_pack bytes each (0: no
+  // limit).
   plan.clear();
-  bool any_split = false;
   for (std::size_t i = 0; i < values.size(); ++i) {
     const Tensor& t = values[i];
     const auto bytes = static_cast<std::int64_t>(t.bytes().size());
@@ -364,6 +356,7 @@ std::vector<Tensor>& CollectiveGroup::reduce(int replica, ReduceOp op, std::span
       plan.push_back({i, i + 1, t.num_elements(), false, 0, false, 0});
     }
   }
+  bool any_split = false;
   for (Pack& p : plan) {
     // With other workers every pack needs the shared buffer that replica 0
     // exchanges.
@@ -371,6 +364,208 @@ std::vector<Tensor>& CollectiveGroup::reduce(int replica, ReduceOp op, std::span
               static_cast<std::size_t>(p.elements) * dtype_size(values[p.first].dtype()) >= kSplitBytes;
     any_split = any_split || p.split;
   }
+  return any_split;
+}
+
+bool CollectiveGroup::decide_in_place(Slot& mine, std::uint64_t seq, std::span<const Tensor> values) const {
+  // The in-place set: tensors of split packs that every replica donated.
+  // Every replica derives the same set from the same published bits, and
+  // the same layout of each pack's shared buffer (its other tensors, in
+  // order).
+  std::vector<std::uint8_t>& in_place = mine.in_place;
+  in_place.assign(values.size(), 0);
+  bool any_in_place = false;
+  std::size_t outputs = 0;
+  for (Pack& p : mine.plan) {
+    if (!p.split) continue;
+    bool pack_in_place = false;
+    p.shared = 0;
+    for (std::size_t t = p.first; t < p.last; ++t) {
+      bool all = cross_ == nullptr;
+      for (int q = 0; q < n_ && all; ++q) all = desc(q, seq).donated[t] != 0;
+      in_place[t] = all ? 1 : 0;
+      pack_in_place = pack_in_place || all;
+      if (!all) p.shared += values[t].num_elements();
+    }
+    any_in_place = any_in_place || pack_in_place;
+    // A pack entirely in place needs no buffer.
+    p.buffered = p.shared > 0 || !pack_in_place;
+    if (p.buffered) p.output = outputs++;
+  }
+  return any_in_place;
+}
+
+void CollectiveGroup::allocate_shared_outputs(int replica, std::uint64_t seq, std::span<const Tensor> values,
+                                              bool any_in_place, Clock::time_point deadline, bool& exposed) {
+  // Replica 0 allocates the shared buffers once everyone has arrived, that
+  // is, once every replica has left the previous call and dropped its
+  // references to that call's buffers (the descriptor's included), then
+  // announces them through its `ready` word.
+  if (replica == 0) {
+    slot(0).desc[(seq - 1) & 1].packs.clear();
+    Descriptor& d = slot(0).desc[seq & 1];
+    for (const Pack& p : slot(0).plan) {
+      if (!p.buffered) continue;
+      void* data = nullptr;
+      before_allocation(replica, "all_reduce");
+      d.packs.push_back(buffers_.allocate(values[p.first].dtype(), {p.shared}, &data));
+    }
+  }
+  if (any_in_place) {
+    // Every replica says it passed its checks, then waits for all: no one
+    // writes into a buffer whose owner might still raise before that point.
+    slot(replica).ready.store(seq);
+    exposed = true;
+    progress_.notify_if_sleeping();
+    wait(replica, seq, "all_reduce", deadline, Phase::kReady, [&] {
+      for (const Slot& s : slots_) {
+        if (s.ready.load() < seq) return false;
+      }
+      return true;
+    });
+  } else if (replica == 0) {
+    slot(0).ready.store(seq);
+    progress_.notify_if_sleeping();
+  } else {
+    wait(replica, seq, "all_reduce", deadline, Phase::kFinish, [&] { return slot(0).ready.load() >= seq; });
+  }
+}
+
+void CollectiveGroup::reduce_share(int replica, std::uint64_t seq, const Pack& pack, std::span<const Tensor> values,
+                                   bool mean) {
+  Slot& mine = slot(replica);
+  std::vector<Tensor>& results = mine.results;
+  const std::vector<std::uint8_t>& in_place = mine.in_place;
+  const Descriptor& d0 = desc(0, seq);
+  const DType dtype = values[pack.first].dtype();
+  dispatch_dtype(dtype, [&](auto zero) {
+    using T = decltype(zero);
+    const ReduceKernels<T>& kernels = reduce_kernels<T>();
+    const std::size_t n = static_cast<std::size_t>(n_);
+    const T* ins_inline[16];
+    T* ios_inline[16];
+    std::vector<const T*> ins_heap;
+    std::vector<T*> ios_heap;
+    std::span<const T*> ins(ins_inline, std::min<std::size_t>(n, 16));
+    std::span<T*> ios(ios_inline, std::min<std::size_t>(n, 16));
+    if (n > 16) {
+      ins_heap.resize(n);
+      ios_heap.resize(n);
+      ins = std::span<const T*>(ins_heap);
+      ios = std::span<T*>(ios_heap);
+    }
+    auto gather_inputs = [&](std::size_t t, std::size_t offset) {
+      for (int q = 0; q < n_; ++q) {
+        const T* in = t == 0 ? static_cast<const T*>(header(q, seq).first)
+                             : desc(q, seq).inputs[t].template data<T>().data();
+        ins[static_cast<std::size_t>(q)] = in - offset;
+      }
+    };
+    if (!pack.split) {
+      // Each replica reduces every tensor of the pack into its own buffer.
+      for (std::size_t t = pack.first; t < pack.last; ++t) {
+        void* data = nullptr;
+        before_allocation(replica, "all_reduce");
+        results.push_back(mine.small_buffers.allocate(dtype, values[t].shape(), &data));
+        gather_inputs(t, 0);
+        kernels.range(static_cast<T*>(data), ins, 0, static_cast<std::size_t>(values[t].num_elements()), mean);
+      }
+      return;
+    }
+    // This replica's share of the pack: walk the tensors that overlap
+    // [begin, end), writing each into every replica's buffer (in place) or
+    // into its place in the shared buffer (the pack's other tensors,
+    // consecutive).
+    const auto total = static_cast<std::size_t>(pack.elements);
+    const std::size_t begin = total * static_cast<std::size_t>(replica) / n;
+    const std::size_t end = total * static_cast<std::size_t>(replica + 1) / n;
+    T* shared = pack.buffered ? const_cast<T*>(d0.packs[pack.output].template data<T>().data()) : nullptr;
+    // One replica's single tensor: the exchange with the other workers
+    // reads the input itself (no local copy).
+    if (cross_ != nullptr && n_ == 1 && pack.last - pack.first == 1) {
+      results.push_back(values[pack.first]);  // placeholder, as below
+      return;
+    }
+    std::size_t offset = 0, shared_offset = 0;
+    for (std::size_t t = pack.first; t < pack.last && offset < end; ++t) {
+      const auto count = static_cast<std::size_t>(values[t].num_elements());
+      const std::size_t lo = std::max(begin, offset), hi = std::min(end, offset + count);
+      if (lo < hi) {
+        gather_inputs(t, offset);
+        if (in_place[t] != 0) {
+          // Every replica owns its input alone and said so (its bit): the
+          // buffers are writable.
+          for (std::size_t q = 0; q < n; ++q) ios[q] = const_cast<T*>(ins[q]);
+          kernels.in_place(ios, lo, hi, mean);
+        } else {
+          kernels.range(shared + shared_offset - offset, ins, lo, hi, mean);
+        }
+      }
+      if (in_place[t] == 0) shared_offset += count;
+      offset += count;
+    }
+    // Placeholders (a reference count each, no allocation), replaced by
+    // views of the shared buffer once every share is written; an in-place
+    // tensor's is its result.
+    for (std::size_t t = pack.first; t < pack.last; ++t) results.push_back(values[t]);
+  });
+}
+
+void CollectiveGroup::combine_workers(int replica, std::uint64_t seq, ReduceOp op, std::span<const Tensor> values,
+                                      Clock::time_point deadline) {
+  const Descriptor& d0 = desc(0, seq);
+  const std::vector<Pack>& plan = slot(replica).plan;
+  cross_workers(replica, seq, "all_reduce", deadline, [&] {
+    // Named as the user counts: the call's number within the run.
+    const std::string label = "all_reduce #" + std::to_string(seq);
+    const auto total = static_cast<std::int64_t>(n_) * cross_->num_workers();
+    for (const Pack& pack : plan) {
+      const Tensor& b = d0.packs[pack.output];
+      const bool direct = n_ == 1 && pack.last - pack.first == 1;
+      auto* data = const_cast<std::byte*>(b.bytes().data());
+      cross_->all_reduce_sum(label.c_str(), b.dtype(), direct ? values[pack.first].bytes().data() : data, data,
+                             static_cast<std::size_t>(b.num_elements()), deadline, [this] { return aborted_.load(); });
+      if (op != ReduceOp::MEAN) continue;
+      dispatch_dtype(b.dtype(), [&](auto zero) {
+        using T = decltype(zero);
+        T* x = const_cast<T*>(b.template data<T>().data());
+        for (std::size_t i = 0; i < static_cast<std::size_t>(b.num_elements()); ++i) x[i] /= static_cast<T>(total);
+      });
+    }
+  });
+}
+
+void CollectiveGroup::bind_results(int replica, std::uint64_t seq, std::span<const Tensor> values) {
+  // Every other result of a split pack is a view of the pack's shared
+  // buffer.
+  Slot& mine = slot(replica);
+  const Descriptor& d0 = desc(0, seq);
+  for (const Pack& pack : mine.plan) {
+    if (!pack.buffered) continue;
+    const Tensor& buffer = d0.packs[pack.output];
+    if (pack.last - pack.first == 1) {
+      mine.results[pack.first] = buffer.reshape(values[pack.first].shape());
+      continue;
+    }
+    std::int64_t shared_offset = 0;
+    for (std::size_t t = pack.first; t < pack.last; ++t) {
+      if (mine.in_place[t] != 0) continue;
+      const std::int64_t count = values[t].num_elements();
+      mine.results[t] = buffer.slice(shared_offset, shared_offset + count).reshape(values[t].shape());
+      shared_offset += count;
+    }
+  }
+}
+
+std::vector<Tensor>& CollectiveGroup::reduce(int replica, ReduceOp op, std::span<const Tensor> values,
+                                             std::span<Tensor> handed, std::int64_t bytes_per_pack,
+                                             Clock::time_point deadline) {
+  if (bytes_per_pack < 0) {
+    throw InvalidArgumentError("all_reduce: expected bytes_per_pack >= 0, got " + std::to_string(bytes_per_pack));
+  }
+  for (const Tensor& t : values) check_numeric(t, "all_reduce");
+  Slot& mine = slot(replica);
+  const bool any_split = plan_packs(mine.plan, values, bytes_per_pack);
 
   // The previous call's results are the caller's now: dropping this slot's
   // references before arriving lets the shared buffers of that call return
@@ -389,199 +584,29 @@ std::vector<Tensor>& CollectiveGroup::reduce(int replica, ReduceOp op, std::span
     // (publish has dropped the ones of collective seq - 2; those of an
     // in-place tensor of seq - 1 were dropped when it completed).
     d.donated.assign(values.size(), 0);
-    for (const Pack& p : plan) {
+    for (const Pack& p : mine.plan) {
       if (!may_donate || !p.split) continue;
       for (std::size_t t = p.first; t < p.last; ++t) d.donated[t] = exclusive_bytes(handed[t]) != nullptr ? 1 : 0;
     }
     d.inputs.assign(values.begin(), values.end());
   });
   meet(replica, seq, "all_reduce", deadline);
-
-  // The in-place set: tensors of split packs that every replica donated.
-  // Every replica derives the same set from the same published bits, and
-  // the same layout of each pack's shared buffer (its other tensors, in
-  // order).
-  std::vector<std::uint8_t>& in_place = mine.in_place;
-  in_place.assign(values.size(), 0);
-  bool any_in_place = false;
-  std::size_t outputs = 0;
-  for (Pack& p : plan) {
-    if (!p.split) continue;
-    bool pack_in_place = false;
-    p.shared = 0;
-    for (std::size_t t = p.first; t < p.last; ++t) {
-      bool all = cross_ == nullptr;
-      for (int q = 0; q < n_ && all; ++q) all = desc(q, seq).donated[t] != 0;
-      in_place[t] = all ? 1 : 0;
-      pack_in_place = pack_in_place || all;
-      if (!all) p.shared += values[t].num_elements();
-    }
-    any_in_place = any_in_place || pack_in_place;
-    // A pack entirely in place needs no buffer.
-    p.buffered = p.shared > 0 || !pack_in_place;
-    if (p.buffered) p.output = outputs++;
-  }
+  const bool any_in_place = decide_in_place(mine, seq, values);
 
   // From here on, with in-place tensors, the other replicas may write into
   // this replica's donated buffers once it has stored `ready`: if the call
   // raises after that, the caller must not see them (header, "Donation").
   bool exposed = false;
   try {
-    if (any_split) {
-      // Replica 0 allocates the shared buffers once everyone has arrived,
-      // that is, once every replica has left the previous call and dropped
-      // its references to that call's buffers (the descriptor's included),
-      // then announces them through its `ready` word.
-      if (replica == 0) {
-        slot(0).desc[(seq - 1) & 1].packs.clear();
-        Descriptor& d = slot(0).desc[seq & 1];
-        for (const Pack& p : plan) {
-          if (!p.buffered) continue;
-          void* data = nullptr;
-          before_allocation(replica, "all_reduce");
-          d.packs.push_back(buffers_.allocate(values[p.first].dtype(), {p.shared}, &data));
-        }
-      }
-      if (any_in_place) {
-        // Every replica says it passed its checks, then waits for all: no
-        // one writes into a buffer whose owner might still raise before
-        // that point.
-        mine.ready.store(seq);
-        exposed = true;
-        progress_.notify_if_sleeping();
-        wait(replica, seq, "all_reduce", deadline, Phase::kReady, [&] {
-          for (const Slot& s : slots_) {
-            if (s.ready.load() < seq) return false;
-          }
-          return true;
-        });
-      } else if (replica == 0) {
-        slot(0).ready.store(seq);
-        progress_.notify_if_sleeping();
-      } else {
-        wait(replica, seq, "all_reduce", deadline, Phase::kFinish, [&] { return slot(0).ready.load() >= seq; });
-      }
-    }
-    const Descriptor& d0 = desc(0, seq);
+    if (any_split) allocate_shared_outputs(replica, seq, values, any_in_place, deadline, exposed);
     // With other workers MEAN divides once every worker's sum is in.
     const bool mean = op == ReduceOp::MEAN && cross_ == nullptr;
-    for (const Pack& pack : plan) {
-      const DType dtype = values[pack.first].dtype();
-      dispatch_dtype(dtype, [&](auto zero) {
-        using T = decltype(zero);
-        const ReduceKernels<T>& kernels = reduce_kernels<T>();
-        const std::size_t n = static_cast<std::size_t>(n_);
-        const T* ins_inline[16];
-        T* ios_inline[16];
-        std::vector<const T*> ins_heap;
-        std::vector<T*> ios_heap;
-        std::span<const T*> ins(ins_inline, std::min<std::size_t>(n, 16));
-        std::span<T*> ios(ios_inline, std::min<std::size_t>(n, 16));
-        if (n > 16) {
-          ins_heap.resize(n);
-          ios_heap.resize(n);
-          ins = std::span<const T*>(ins_heap);
-          ios = std::span<T*>(ios_heap);
-        }
-        auto gather_inputs = [&](std::size_t t, std::size_t offset) {
-          for (int q = 0; q < n_; ++q) {
-            const T* in = t == 0 ? static_cast<const T*>(header(q, seq).first)
-                                 : desc(q, seq).inputs[t].template data<T>().data();
-            ins[static_cast<std::size_t>(q)] = in - offset;
-          }
-        };
-        if (!pack.split) {
-          // Each replica reduces every tensor of the pack into its own buffer.
-          for (std::size_t t = pack.first; t < pack.last; ++t) {
-            void* data = nullptr;
-            before_allocation(replica, "all_reduce");
-            results.push_back(mine.small_buffers.allocate(dtype, values[t].shape(), &data));
-            gather_inputs(t, 0);
-            kernels.range(static_cast<T*>(data), ins, 0, static_cast<std::size_t>(values[t].num_elements()), mean);
-          }
-          return;
-        }
-        // This replica's share of the pack: walk the tensors that overlap
-        // [begin, end), writing each into every replica's buffer (in place)
-        // or into its place in the shared buffer (the pack's other tensors,
-        // consecutive).
-        const auto total = static_cast<std::size_t>(pack.elements);
-        const std::size_t begin = total * static_cast<std::size_t>(replica) / n;
-        const std::size_t end = total * static_cast<std::size_t>(replica + 1) / n;
-        T* shared = pack.buffered ? const_cast<T*>(d0.packs[pack.output].template data<T>().data()) : nullptr;
-        // One replica's single tensor: the exchange with the other workers
-        // reads the input itself (no local copy).
-        if (cross_ != nullptr && n_ == 1 && pack.last - pack.first == 1) {
-          results.push_back(values[pack.first]);  // placeholder, as below
-          return;
-        }
-        std::size_t offset = 0, shared_offset = 0;
-        for (std::size_t t = pack.first; t < pack.last && offset < end; ++t) {
-          const auto count = static_cast<std::size_t>(values[t].num_elements());
-          const std::size_t lo = std::max(begin, offset), hi = std::min(end, offset + count);
-          if (lo < hi) {
-            gather_inputs(t, offset);
-            if (in_place[t] != 0) {
-              // Every replica owns its input alone and said so (its bit):
-              // the buffers are writable.
-              for (std::size_t q = 0; q < n; ++q) ios[q] = const_cast<T*>(ins[q]);
-              kernels.in_place(ios, lo, hi, mean);
-            } else {
-              kernels.range(shared + shared_offset - offset, ins, lo, hi, mean);
-            }
-          }
-          if (in_place[t] == 0) shared_offset += count;
-          offset += count;
-        }
-        // Placeholders (a reference count each, no allocation), replaced by
-        // views of the shared buffer once every share is written; an
-        // in-place tensor's is its result.
-        for (std::size_t t = pack.first; t < pack.last; ++t) results.push_back(values[t]);
-      });
-    }
+    for (const Pack& pack : mine.plan) reduce_share(replica, seq, pack, values, mean);
     if (any_split) {
       mark_done(replica, seq);
       wait_all_done(replica, seq, "all_reduce", deadline);
-      if (cross_ != nullptr) {
-        cross_workers(replica, seq, "all_reduce", deadline, [&] {
-          // Named as the user counts: the call's number within the run.
-          const std::string label = "all_reduce #" + std::to_string(seq);
-          const auto total = static_cast<std::int64_t>(n_) * cross_->num_workers();
-          for (const Pack& pack : plan) {
-            const Tensor& b = d0.packs[pack.output];
-            const bool direct = n_ == 1 && pack.last - pack.first == 1;
-            auto* data = const_cast<std::byte*>(b.bytes().data());
-            cross_->all_reduce_sum(label.c_str(), b.dtype(), direct ? values[pack.first].bytes().data() : data, data,
-                                   static_cast<std::size_t>(b.num_elements()), deadline,
-                                   [this] { return aborted_.load(); });
-            if (op != ReduceOp::MEAN) continue;
-            dispatch_dtype(b.dtype(), [&](auto zero) {
-              using T = decltype(zero);
-              T* x = const_cast<T*>(b.template data<T>().data());
-              for (std::size_t i = 0; i < static_cast<std::size_t>(b.num_elements()); ++i) {
-                x[i] /= static_cast<T>(total);
-              }
-            });
-          }
-        });
-      }
-      // Every other result of a split pack is a view of the pack's shared
-      // buffer.
-      for (const Pack& pack : plan) {
-        if (!pack.buffered) continue;
-        const Tensor& buffer = d0.packs[pack.output];
-        if (pack.last - pack.first == 1) {
-          results[pack.first] = buffer.reshape(values[pack.first].shape());
-          continue;
-        }
-        std::int64_t shared_offset = 0;
-        for (std::size_t t = pack.first; t < pack.last; ++t) {
-          if (in_place[t] != 0) continue;
-          const std::int64_t count = values[t].num_elements();
-          results[t] = buffer.slice(shared_offset, shared_offset + count).reshape(values[t].shape());
-          shared_offset += count;
-        }
-      }
+      if (cross_ != nullptr) combine_workers(replica, seq, op, values, deadline);
+      bind_results(replica, seq, values);
     }
   } catch (...) {
     // Another replica may be writing into the in-place buffers still (the
@@ -589,7 +614,7 @@ std::vector<Tensor>& CollectiveGroup::reduce(int replica, ReduceOp op, std::span
     // caller must not see them.
     if (exposed) {
       for (std::size_t t = 0; t < handed.size(); ++t) {
-        if (in_place[t] != 0) Tensor gone = std::move(handed[t]);
+        if (mine.in_place[t] != 0) Tensor gone = std::move(handed[t]);
       }
     }
     abort_unless_shared(replica, std::current_exception());
@@ -601,7 +626,7 @@ std::vector<Tensor>& CollectiveGroup::reduce(int replica, ReduceOp op, std::span
     // result is its buffer's sole owner again (and can be donated next).
     Descriptor& d = mine.desc[seq & 1];
     for (std::size_t t = 0; t < values.size(); ++t) {
-      if (in_place[t] != 0) Tensor dropped = std::move(d.inputs[t]);
+      if (mine.in_place[t] != 0) Tensor dropped = std::move(d.inputs[t]);
     }
   }
   return results;

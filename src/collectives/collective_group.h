@@ -252,9 +252,28 @@ class CollectiveGroup {
   // Aborts the group with `error`, escaping a collective after the meet,
   // unless every replica raises it anyway (WorkersMismatchError).
   void abort_unless_shared(int replica, std::exception_ptr error) noexcept;
-  // Both all_reduce forms; `handed` is `values` made mutable, or empty.
+  // Both all_reduce forms; `handed` is `values` made mutable, or empty. The
+  // steps, in order (this header's steps 1-5):
   std::vector<Tensor>& reduce(int replica, ReduceOp op, std::span<const Tensor> values, std::span<Tensor> handed,
                               std::int64_t bytes_per_pack, Clock::time_point deadline);
+  // Plans the packs into `plan`; true when any is split (shared buffer).
+  bool plan_packs(std::vector<Pack>& plan, std::span<const Tensor> values, std::int64_t bytes_per_pack) const;
+  // After the meet: the in-place tensors (every replica donated them) into
+  // mine.in_place and each split pack's shared-buffer layout; true if any.
+  bool decide_in_place(Slot& mine, std::uint64_t seq, std::span<const Tensor> values) const;
+  // Replica 0 allocates the shared outputs; then the `ready` hand-off (every
+  // replica's, with in-place tensors: `exposed` is set once this one's
+  // donated buffers may be written by the others).
+  void allocate_shared_outputs(int replica, std::uint64_t seq, std::span<const Tensor> values, bool any_in_place,
+                               Clock::time_point deadline, bool& exposed);
+  // This replica's share of `pack` (or, unsplit, all of it into its own
+  // buffers), appending its results or placeholders to mine.results.
+  void reduce_share(int replica, std::uint64_t seq, const Pack& pack, std::span<const Tensor> values, bool mean);
+  // Multi-worker: replica 0 sums each shared buffer with the other workers'.
+  void combine_workers(int replica, std::uint64_t seq, ReduceOp op, std::span<const Tensor> values,
+                       Clock::time_point deadline);
+  // The placeholders of split packs become views of the shared buffers.
+  void bind_results(int replica, std::uint64_t seq, std::span<const Tensor> values);
   [[noreturn]] void throw_aborted(int replica, std::uint64_t seq, const char* what) const;
 
   const int n_;
