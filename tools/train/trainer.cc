@@ -291,178 +291,193 @@ std::vector<std::string> diverged(const std::vector<Variable>& variables) {
   return names;
 }
 
-}  // namespace
+// One training run: the model, the optimizer, the input and the checkpoint
+// of train(strategy, config), set up (and resumed) by the constructor and
+// trained by run(). Lives where it was made: the checkpoint tracks its
+// members by address.
+class TrainingRun {
+ public:
+  TrainingRun(Strategy& strategy, const TrainConfig& config)
+      : strategy_(strategy),
+        config_(config),
+        chief_(strategy.is_chief()),
+        log_(chief_ ? config.log : nullptr),
+        state_(config.seed),
+        checkpoint_({.max_to_keep = 3}) {
+    validate(config_);
+    if (chief_) check_outputs(config_);
+    data_ = load_split(config_.data_path, config_.seed);
+    make_model();
+    global_batch_ = config_.batch_size;
+    train_rows_ = data_.train_x.dim(0);
+    if (config_.drop_remainder && global_batch_ > train_rows_) {
+      throw InvalidArgumentError("--drop-remainder with --batch-size " + std::to_string(global_batch_) +
+                                 " trains nothing: the training split has only " + std::to_string(train_rows_) +
+                                 " rows");
+    }
+    // Every core runs a replica, so the input pipeline runs on the training
+    // thread between steps (a shuffle of from_tensor_slices gathers each
+    // batch in one pass) rather than on a prefetch thread competing with them.
+    input_options_.experimental_per_replica_buffer_size = 0;
+    input_.emplace(epoch_input(0));
 
-TrainResult train(Strategy& strategy, const TrainConfig& config) {
-  validate(config);
-  const bool chief = strategy.is_chief();
-  std::ostream* log = chief ? config.log : nullptr;
-  if (chief) check_outputs(config);
-  const Split data = load_split(config.data_path, config.seed);
+    for (const Variable& p : params_) checkpoint_.track("model/" + p.name(), p);
+    optimizer_->track(checkpoint_);
+    state_.track(checkpoint_);
+    checkpoint_.track("input", *input_);
+    if (!config_.checkpoint_dir.empty()) watch_for_preemption();
+    if (config_.resume) resume();
 
-  std::vector<std::int64_t> sizes{kInputs};
-  sizes.insert(sizes.end(), config.hidden.begin(), config.hidden.end());
-  sizes.push_back(kClasses);
+    // The learning curve so far (with the restored epochs' rows).
+    if (!config_.csv_path.empty() && chief_) {
+      csv_ = open_learning_curve(config_.csv_path, result_.resumed_from_epoch, curve_);
+    }
+    loss_scale_ = static_cast<float>(1.0 / static_cast<double>(global_batch_));
+    steps_per_epoch_ = config_.drop_remainder ? train_rows_ / global_batch_
+                                              : (train_rows_ + global_batch_ - 1) / global_batch_;
+    if (config_.max_steps_per_epoch >= 0) steps_per_epoch_ = std::min(steps_per_epoch_, config_.max_steps_per_epoch);
+    if (log_ != nullptr) {
+      progress_.emplace(*log_, config_.interactive, config_.epochs, std::max<std::int64_t>(steps_per_epoch_, 1),
+                        ProgressOptions{.columns = std::max(config_.columns, 20)});
+    }
+  }
 
+  TrainResult run() {
+    for (int e = static_cast<int>(state_.epoch); e < config_.epochs; ++e) {
+      if (!train_epoch(e)) {
+        result_.steps = state_.step;
+        return result_;
+      }
+    }
+    StrategyScope scope = strategy_.scope();
+    result_.test_accuracy = evaluate(params_, data_);
+    result_.steps = state_.step;
+    result_.parameters = read_all(params_);
+    std::vector<Variable> all = params_;
+    for (const Variable& slot : optimizer_->slots()) all.push_back(slot);
+    result_.diverged_variables = diverged(all);
+    if (log_) *log_ << "test accuracy " << std::fixed << std::setprecision(4) << result_.test_accuracy << "\n";
+    return result_;
+  }
+
+ private:
   // Model and optimizer state: mirrored variables (one copy per replica) of
   // aggregation NONE, as Keras's are: each replica updates its own copy.
-  std::vector<Variable> params;
-  std::unique_ptr<Optimizer> optimizer;
-  {
-    StrategyScope scope = strategy.scope();
-    params = make_parameters(sizes, config.seed);
-    optimizer = make_optimizer(config, params);
+  void make_model() {
+    std::vector<std::int64_t> sizes{kInputs};
+    sizes.insert(sizes.end(), config_.hidden.begin(), config_.hidden.end());
+    sizes.push_back(kClasses);
+    StrategyScope scope = strategy_.scope();
+    params_ = make_parameters(sizes, config_.seed);
+    optimizer_ = make_optimizer(config_, params_);
   }
-
-  TrainingState state(config.seed);
-  // Short names for the loop below.
-  std::int64_t& epoch = state.epoch;
-  std::int64_t& step = state.step;
-  std::int64_t& input_position = state.input_position;
-  Tensor& epoch_sums = state.epoch_sums;
-  const std::int64_t global_batch = config.batch_size;
-  if (config.drop_remainder && global_batch > data.train_x.dim(0)) {
-    throw InvalidArgumentError("--drop-remainder with --batch-size " + std::to_string(global_batch) +
-                               " trains nothing: the training split has only " +
-                               std::to_string(data.train_x.dim(0)) + " rows");
-  }
-  const std::int64_t train_rows = data.train_x.dim(0);
 
   // The input of epoch e: its own seeded shuffle of the training rows (the
   // order depends on (seed, e) only), cut into global batches. Its iterator
   // is saved in the checkpoint (Checkpoint::track of a DistributedIterator):
   // a resumed run rebuilds the epoch's input and the restore brings the
-  // iterator to where it was. Every core runs a replica, so the input
-  // pipeline runs on the training thread between steps (a shuffle of
-  // from_tensor_slices gathers each batch in one pass) rather than on a
-  // prefetch thread competing with them.
-  InputOptions input_options;
-  input_options.experimental_per_replica_buffer_size = 0;
-  const auto epoch_input = [&](std::int64_t e) {
-    const Dataset dataset = Dataset::from_tensor_slices({data.train_x, data.train_y})
-                                .shuffle(train_rows, epoch_seed(config.seed, static_cast<int>(e)),
+  // iterator to where it was.
+  DistributedIterator epoch_input(std::int64_t e) {
+    const Dataset dataset = Dataset::from_tensor_slices({data_.train_x, data_.train_y})
+                                .shuffle(train_rows_, epoch_seed(config_.seed, static_cast<int>(e)),
                                          /*reshuffle_each_iteration=*/false)
-                                .batch(global_batch, config.drop_remainder);
-    return strategy.experimental_distribute_dataset(dataset, input_options).make_iterator();
-  };
-  DistributedIterator input = epoch_input(0);
+                                .batch(global_batch_, config_.drop_remainder);
+    return strategy_.experimental_distribute_dataset(dataset, input_options_).make_iterator();
+  }
 
-  Checkpoint checkpoint({.max_to_keep = 3});
-  for (const Variable& p : params) checkpoint.track("model/" + p.name(), p);
-  optimizer->track(checkpoint);
-  state.track(checkpoint);
-  checkpoint.track("input", input);
-
-  TrainResult result;
-  // With a checkpoint directory, a SIGTERM to any worker saves a checkpoint
-  // at the step all workers agree on and ends the run (Preempted).
-  std::optional<PreemptionCheckpointHandler> preemption;
-  if (!config.checkpoint_dir.empty()) {
+  // A SIGTERM to any worker saves a checkpoint at the step all workers agree
+  // on and ends the run (Preempted).
+  void watch_for_preemption() {
     TerminationConfig termination;
-    termination.termination_watcher_fn = config.termination_watcher;
-    termination.exit_fn = [&config, &step, code = termination.exit_code] {
-      throw Preempted{latest_checkpoint(config.checkpoint_dir).value_or(""), step, code};
+    termination.termination_watcher_fn = config_.termination_watcher;
+    termination.exit_fn = [this, code = termination.exit_code] {
+      throw Preempted{latest_checkpoint(config_.checkpoint_dir).value_or(""), state_.step, code};
     };
-    StrategyScope scope = strategy.scope();
-    preemption.emplace(checkpoint, config.checkpoint_dir, termination, InitialRestore::kNone);
+    StrategyScope scope = strategy_.scope();
+    preemption_.emplace(checkpoint_, config_.checkpoint_dir, termination, InitialRestore::kNone);
   }
-  if (config.resume) {
-    if (const std::optional<std::string> latest = latest_checkpoint(config.checkpoint_dir)) {
-      // The saved epoch and seed first: the input to restore into is that
-      // epoch's, and another seed is named as such (not as another pipeline).
-      std::optional<std::int64_t> saved_epoch, saved_seed;
-      for (const auto& [name, value] : load_checkpoint(*latest)) {
-        if (name == "epoch" && value.num_elements() == 1) saved_epoch = value.data<std::int64_t>()[0];
-        if (name == "rng_seed" && value.num_elements() == 1) saved_seed = value.data<std::int64_t>()[0];
-      }
-      if (saved_seed && static_cast<std::uint64_t>(*saved_seed) != config.seed) {
-        throw FailedPreconditionError("checkpoint " + *latest + " was written with --seed " +
-                                      std::to_string(static_cast<std::uint64_t>(*saved_seed)) + ", not " +
-                                      std::to_string(config.seed));
-      }
-      // (Also past config.epochs: a finished run resumed with as many epochs
-      // restores, then trains nothing.)
-      if (saved_epoch && *saved_epoch > 0) input = epoch_input(*saved_epoch);
-      StrategyScope scope = strategy.scope();
-      checkpoint.restore(*latest);
-      result.resumed_from_epoch = static_cast<int>(epoch);
-      if (log) *log << "resumed from " << *latest << " (epoch " << epoch << ", step " << step << ")\n";
-    } else if (log) {
-      *log << "no checkpoint in " << config.checkpoint_dir << ": starting from scratch\n";
+
+  void resume() {
+    const std::optional<std::string> latest = latest_checkpoint(config_.checkpoint_dir);
+    if (!latest) {
+      if (log_) *log_ << "no checkpoint in " << config_.checkpoint_dir << ": starting from scratch\n";
+      return;
     }
-  }
-
-  // The learning curve so far (with the restored epochs' rows).
-  std::vector<CurvePoint> curve;
-  std::ofstream csv;
-  if (!config.csv_path.empty() && chief) csv = open_learning_curve(config.csv_path, result.resumed_from_epoch, curve);
-
-  const auto loss_scale = static_cast<float>(1.0 / static_cast<double>(global_batch));
-  std::int64_t steps_per_epoch =
-      config.drop_remainder ? train_rows / global_batch : (train_rows + global_batch - 1) / global_batch;
-  if (config.max_steps_per_epoch >= 0) steps_per_epoch = std::min(steps_per_epoch, config.max_steps_per_epoch);
-  std::optional<Progress> progress;
-  if (log != nullptr) {
-    progress.emplace(*log, config.interactive, config.epochs, std::max<std::int64_t>(steps_per_epoch, 1),
-                     ProgressOptions{.columns = std::max(config.columns, 20)});
+    // The saved epoch and seed first: the input to restore into is that
+    // epoch's, and another seed is named as such (not as another pipeline).
+    std::optional<std::int64_t> saved_epoch, saved_seed;
+    for (const auto& [name, value] : load_checkpoint(*latest)) {
+      if (name == "epoch" && value.num_elements() == 1) saved_epoch = value.data<std::int64_t>()[0];
+      if (name == "rng_seed" && value.num_elements() == 1) saved_seed = value.data<std::int64_t>()[0];
+    }
+    if (saved_seed && static_cast<std::uint64_t>(*saved_seed) != config_.seed) {
+      throw FailedPreconditionError("checkpoint " + *latest + " was written with --seed " +
+                                    std::to_string(static_cast<std::uint64_t>(*saved_seed)) + ", not " +
+                                    std::to_string(config_.seed));
+    }
+    // (Also past config.epochs: a finished run resumed with as many epochs
+    // restores, then trains nothing.)
+    if (saved_epoch && *saved_epoch > 0) *input_ = epoch_input(*saved_epoch);
+    StrategyScope scope = strategy_.scope();
+    checkpoint_.restore(*latest);
+    result_.resumed_from_epoch = static_cast<int>(state_.epoch);
+    if (log_) *log_ << "resumed from " << *latest << " (epoch " << state_.epoch << ", step " << state_.step << ")\n";
   }
 
   // One replica's step (TF's step_fn): its slice of the global batch in,
   // [loss sum, correct, examples] of the slice out.
-  auto step_fn = [&](const Element& batch) {
+  Tensor step(const Element& batch) {
     ReplicaContext& ctx = current_replica_context();
-    Pass pass = forward_backward(read_all(params), batch[0], batch[1], loss_scale, /*want_grads=*/true);
+    Pass pass = forward_backward(read_all(params_), batch[0], batch[1], loss_scale_, /*want_grads=*/true);
     // Each replica's gradient is of its loss sum / GLOBAL batch: their SUM
     // is the gradient of the global batch's mean loss.
     // Every replica gets the same bits, so every replica's optimizer step
     // below gives the same new weights.
     const std::vector<Tensor> grads = ctx.all_reduce(ReduceOp::SUM, std::move(pass.grads));
-    optimizer->apply(grads);
+    optimizer_->apply(grads);
     return Tensor({pass.loss_sum, static_cast<double>(pass.correct), static_cast<double>(batch[0].dim(0))});
-  };
+  }
 
-  for (int e = static_cast<int>(epoch); e < config.epochs; ++e) {
+  // Trains epoch e from where its input stands (a resumed epoch has taken
+  // input_position of its steps); false when the run stops in it
+  // (stop_after_steps).
+  bool train_epoch(int e) {
     const auto start = std::chrono::steady_clock::now();
-    // A resumed epoch has taken input_position of its steps; its restored
-    // iterator goes on from there.
-    const auto restored = epoch_sums.data<double>();
+    const auto restored = state_.epoch_sums.data<double>();
     double loss_sum = restored[0], correct = restored[1], examples = restored[2];
     double examples_here = 0;  // examples trained by this run in this epoch
-    while (input_position < steps_per_epoch) {
-      const PerReplica<Element> batch = input.get_next();
-      PerReplica<Tensor> metrics = strategy.run(step_fn, batch);
-      const Tensor total = strategy.reduce(ReduceOp::SUM, metrics);
+    while (state_.input_position < steps_per_epoch_) {
+      const PerReplica<Element> batch = input_->get_next();
+      PerReplica<Tensor> metrics = strategy_.run([this](const Element& b) { return step(b); }, batch);
+      const Tensor total = strategy_.reduce(ReduceOp::SUM, metrics);
       const auto t = total.data<double>();
       loss_sum += t[0];
       correct += t[1];
       examples += t[2];
       examples_here += t[2];
-      ++step;
-      ++input_position;
-      if (progress && progress->interactive() && examples > 0) {
+      ++state_.step;
+      ++state_.input_position;
+      if (progress_ && progress_->interactive() && examples > 0) {
         const double elapsed = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
-        progress->step(e + 1, std::min(input_position, steps_per_epoch), steps_per_epoch, loss_sum / examples,
-                       correct / examples, elapsed > 0 ? examples_here / elapsed : 0);
+        progress_->step(e + 1, std::min(state_.input_position, steps_per_epoch_), steps_per_epoch_,
+                        loss_sum / examples, correct / examples, elapsed > 0 ? examples_here / elapsed : 0);
       }
-      if (config.checkpoint_every_steps > 0 && step % config.checkpoint_every_steps == 0) {
-        epoch_sums = Tensor({loss_sum, correct, examples});
-        StrategyScope scope = strategy.scope();
-        checkpoint.save(config.checkpoint_dir);
+      if (config_.checkpoint_every_steps > 0 && state_.step % config_.checkpoint_every_steps == 0) {
+        state_.epoch_sums = Tensor({loss_sum, correct, examples});
+        StrategyScope scope = strategy_.scope();
+        checkpoint_.save(config_.checkpoint_dir);
       }
-      if (preemption) {
-        epoch_sums = Tensor({loss_sum, correct, examples});
-        preemption->save_checkpoint_if_preempted();
+      if (preemption_) {
+        state_.epoch_sums = Tensor({loss_sum, correct, examples});
+        preemption_->save_checkpoint_if_preempted();
       }
-      if (config.stop_after_steps >= 0 && step >= config.stop_after_steps) {
-        result.steps = step;
-        return result;
-      }
+      if (config_.stop_after_steps >= 0 && state_.step >= config_.stop_after_steps) return false;
     }
     const double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
-    epoch = e + 1;
-    input_position = 0;
-    input = epoch_input(e + 1);  // what the epoch-end checkpoint saves
-    epoch_sums = Tensor::zeros(DType::kFloat64, {3});
+    state_.epoch = e + 1;
+    state_.input_position = 0;
+    *input_ = epoch_input(e + 1);  // what the epoch-end checkpoint saves
+    state_.epoch_sums = Tensor::zeros(DType::kFloat64, {3});
 
     EpochStats stats;
     stats.epoch = e + 1;
@@ -470,36 +485,60 @@ TrainResult train(Strategy& strategy, const TrainConfig& config) {
     stats.accuracy = examples > 0 ? correct / examples : 0;
     stats.seconds = seconds;
     stats.samples_per_second = seconds > 0 ? examples_here / seconds : 0;
-    {
-      StrategyScope scope = strategy.scope();
-      stats.test_accuracy = evaluate(params, data);
-      if (!config.checkpoint_dir.empty()) checkpoint.save(config.checkpoint_dir);
-    }
-    result.history.push_back(stats);
-    if (progress) {
-      progress->end_epoch({.epoch = stats.epoch,
-                           .epochs = config.epochs,
-                           .loss = stats.loss,
-                           .accuracy = stats.accuracy,
-                           .test_accuracy = stats.test_accuracy,
-                           .samples_per_second = stats.samples_per_second,
-                           .seconds = stats.seconds});
-      *log << std::flush;
-    }
-    if (csv.is_open()) append_curve_row(csv, config.csv_path, stats);
-    curve.push_back({stats.epoch, stats.loss, stats.accuracy, stats.test_accuracy});
-    if (!config.plot_path.empty() && chief) write_learning_curve_png(config.plot_path, curve);
+    end_epoch(stats);
+    return true;
   }
 
-  StrategyScope scope = strategy.scope();
-  result.test_accuracy = evaluate(params, data);
-  result.steps = step;
-  result.parameters = read_all(params);
-  std::vector<Variable> all = params;
-  for (const Variable& slot : optimizer->slots()) all.push_back(slot);
-  result.diverged_variables = diverged(all);
-  if (log) *log << "test accuracy " << std::fixed << std::setprecision(4) << result.test_accuracy << "\n";
-  return result;
+  // The epoch's test accuracy, checkpoint and reports.
+  void end_epoch(EpochStats& stats) {
+    {
+      StrategyScope scope = strategy_.scope();
+      stats.test_accuracy = evaluate(params_, data_);
+      if (!config_.checkpoint_dir.empty()) checkpoint_.save(config_.checkpoint_dir);
+    }
+    result_.history.push_back(stats);
+    if (progress_) {
+      progress_->end_epoch({.epoch = stats.epoch,
+                            .epochs = config_.epochs,
+                            .loss = stats.loss,
+                            .accuracy = stats.accuracy,
+                            .test_accuracy = stats.test_accuracy,
+                            .samples_per_second = stats.samples_per_second,
+                            .seconds = stats.seconds});
+      *log_ << std::flush;
+    }
+    if (csv_.is_open()) append_curve_row(csv_, config_.csv_path, stats);
+    curve_.push_back({stats.epoch, stats.loss, stats.accuracy, stats.test_accuracy});
+    if (!config_.plot_path.empty() && chief_) write_learning_curve_png(config_.plot_path, curve_);
+  }
+
+  Strategy& strategy_;
+  const TrainConfig& config_;
+  const bool chief_;
+  std::ostream* const log_;
+  Split data_;
+  std::vector<Variable> params_;
+  std::unique_ptr<Optimizer> optimizer_;
+  TrainingState state_;
+  std::int64_t global_batch_ = 0;
+  std::int64_t train_rows_ = 0;
+  InputOptions input_options_;
+  std::optional<DistributedIterator> input_;
+  Checkpoint checkpoint_;
+  TrainResult result_;
+  std::optional<PreemptionCheckpointHandler> preemption_;
+  std::vector<CurvePoint> curve_;
+  std::ofstream csv_;
+  float loss_scale_ = 0;
+  std::int64_t steps_per_epoch_ = 0;
+  std::optional<Progress> progress_;
+};
+
+}  // namespace
+
+TrainResult train(Strategy& strategy, const TrainConfig& config) {
+  TrainingRun run(strategy, config);
+  return run.run();
 }
 
 }  // namespace distribute::train
