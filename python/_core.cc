@@ -604,6 +604,10 @@ struct ScopeHolder {
 
 }  // namespace
 
+// The module definition is long on purpose: a list of bindings, grouped by
+// the `// ---` sections below (tensors, parsing, datasets, strategies,
+// variables and checkpoints, context and collectives); the logic they call
+// lives in the helpers above and in the C++ library.
 PYBIND11_MODULE(_core, m) {
   m.doc() = "The C++ core of the distribute package (internal: use the distribute module)";
   g_main_thread = py::module_::import("threading").attr("main_thread")().attr("ident").cast<unsigned long>();
