@@ -182,17 +182,37 @@ ElementSpec with_batch_dim(ElementSpec spec, std::int64_t dim) {
   return spec;
 }
 
-class BatchNode final : public UnaryNode {
+// What batch and padded_batch share: batches of batch_size_ elements (a
+// smaller last one unless drop_remainder_), one dimension more.
+class BatchingNode : public UnaryNode {
  public:
-  std::shared_ptr<const DatasetNode> with_input(Dataset input) const override {
-    return copy_with_input<BatchNode>(std::move(input));
-  }
-  BatchNode(Dataset input, std::int64_t batch_size, bool drop_remainder)
+  BatchingNode(Dataset input, std::int64_t batch_size, bool drop_remainder)
       : UnaryNode(std::move(input)), batch_size_(batch_size), drop_remainder_(drop_remainder) {}
   std::optional<int> static_min_rank() const override {
     const std::optional<int> rank = input_.node()->static_min_rank();
     return rank.has_value() ? std::optional<int>(*rank + 1) : std::nullopt;
   }
+  std::optional<std::int64_t> static_batch_size() const override { return batch_size_; }
+  std::int64_t cardinality() const override {
+    return batched_cardinality(input_cardinality(), batch_size_, drop_remainder_);
+  }
+
+ protected:
+  // The batch dimension of the element spec: known only with drop_remainder.
+  ElementSpec batched_spec(ElementSpec spec) const {
+    return with_batch_dim(std::move(spec), drop_remainder_ ? batch_size_ : -1);
+  }
+
+  std::int64_t batch_size_;
+  bool drop_remainder_;
+};
+
+class BatchNode final : public BatchingNode {
+ public:
+  std::shared_ptr<const DatasetNode> with_input(Dataset input) const override {
+    return copy_with_input<BatchNode>(std::move(input));
+  }
+  using BatchingNode::BatchingNode;
 
   std::unique_ptr<ElementIterator> make_iterator() const override {
     class It final : public ElementIterator {
@@ -214,21 +234,11 @@ class BatchNode final : public UnaryNode {
     };
     return std::make_unique<It>(iterate(input_), batch_size_, drop_remainder_);
   }
-  std::optional<std::int64_t> static_batch_size() const override { return batch_size_; }
-  std::int64_t cardinality() const override {
-    return batched_cardinality(input_cardinality(), batch_size_, drop_remainder_);
-  }
-  std::optional<ElementSpec> static_element_spec() const override {
-    return with_batch_dim(input_.element_spec(), drop_remainder_ ? batch_size_ : -1);
-  }
+  std::optional<ElementSpec> static_element_spec() const override { return batched_spec(input_.element_spec()); }
   std::string describe() const override {
     return "Batch(" + std::to_string(batch_size_) + (drop_remainder_ ? ", drop_remainder" : "") + ") <- " +
            input_.describe();
   }
-
- private:
-  std::int64_t batch_size_;
-  bool drop_remainder_;
 };
 
 // Copies the row-major array `src` of shape `from` into the corner of the
@@ -353,22 +363,16 @@ Element pad_and_stack(const std::vector<Element>& rows, std::int64_t first_index
   return first.with_components(std::move(out));
 }
 
-class PaddedBatchNode final : public UnaryNode {
+class PaddedBatchNode final : public BatchingNode {
  public:
   std::shared_ptr<const DatasetNode> with_input(Dataset input) const override {
     return copy_with_input<PaddedBatchNode>(std::move(input));
   }
   PaddedBatchNode(Dataset input, std::int64_t batch_size, PaddedShapes padded_shapes,
                   std::vector<double> padding_values, bool drop_remainder)
-      : UnaryNode(std::move(input)),
-        batch_size_(batch_size),
+      : BatchingNode(std::move(input), batch_size, drop_remainder),
         padded_shapes_(std::move(padded_shapes)),
-        padding_values_(std::move(padding_values)),
-        drop_remainder_(drop_remainder) {}
-  std::optional<int> static_min_rank() const override {
-    const std::optional<int> rank = input_.node()->static_min_rank();
-    return rank.has_value() ? std::optional<int>(*rank + 1) : std::nullopt;
-  }
+        padding_values_(std::move(padding_values)) {}
   std::unique_ptr<ElementIterator> make_iterator() const override {
     class It final : public ElementIterator {
      public:
@@ -389,10 +393,6 @@ class PaddedBatchNode final : public UnaryNode {
     };
     return std::make_unique<It>(iterate(input_), *this);
   }
-  std::optional<std::int64_t> static_batch_size() const override { return batch_size_; }
-  std::int64_t cardinality() const override {
-    return batched_cardinality(input_cardinality(), batch_size_, drop_remainder_);
-  }
   std::optional<ElementSpec> static_element_spec() const override {
     ElementSpec spec = input_.element_spec();
     for (std::size_t c = 0; c < spec.components.size(); ++c) {
@@ -400,7 +400,7 @@ class PaddedBatchNode final : public UnaryNode {
       if (c < padded_shapes_.size() && padded_shapes_[c].size() == shape.size()) shape = padded_shapes_[c];
       for (std::int64_t& d : shape) d = std::max<std::int64_t>(d, -1);
     }
-    return with_batch_dim(std::move(spec), drop_remainder_ ? batch_size_ : -1);
+    return batched_spec(std::move(spec));
   }
   std::string describe() const override {
     std::string s = "PaddedBatch(" + std::to_string(batch_size_);
@@ -410,10 +410,8 @@ class PaddedBatchNode final : public UnaryNode {
   }
 
  private:
-  std::int64_t batch_size_;
   PaddedShapes padded_shapes_;
   std::vector<double> padding_values_;
-  bool drop_remainder_;
 };
 
 class UnbatchNode final : public UnaryNode {
