@@ -20,7 +20,7 @@ cmake --preset release >/dev/null
 cmake --build --preset release
 ctest --preset release -j2
 
-# A short run of each reader's fuzzer (checkpoint files, CSV, TF_CONFIG) on
+# A short run of each reader's fuzzer (checkpoint files, CSV, TF_CONFIG, Slurm, TF's data files) on
 # its corpus; see the README for a long one.
 step "fuzz: 60 s per fuzzer"
 scripts/fuzz.sh 60
@@ -69,7 +69,7 @@ grep -q "4. Tensor(11.0, shape=(), dtype=float32)" build/example.out
 # network-namespace tests (label net, also mpi) run in the release build
 # only: they exercise the TCP path and the launch, not new memory accesses.
 # clang's thread-safety analysis of the library: every GUARDED_BY member
-# accessed with its mutex held (src/runtime/mutex.h); warnings are errors.
+# accessed with its mutex held (src/core/mutex.h); warnings are errors.
 step "thread-safety: clang -Wthread-safety build of the library"
 cmake --preset thread-safety >/dev/null
 cmake --build --preset thread-safety

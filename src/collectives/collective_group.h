@@ -82,11 +82,11 @@
 #include <string>
 #include <vector>
 
+#include "core/mutex.h"
 #include "core/tensor_access.h"
 #include "distribute/internal/function_ref.h"
 #include "distribute/tensor.h"
 #include "distribute/types.h"
-#include "runtime/mutex.h"
 #include "runtime/spin_wait.h"
 #include "transport/cross_worker.h"
 

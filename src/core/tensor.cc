@@ -15,6 +15,7 @@
 #include "core/describe.h"
 #include "core/dtype_dispatch.h"
 #include "core/element_count.h"
+#include "core/mutex.h"
 #include "core/tensor_access.h"
 #include "core/tensor_format.h"
 #include "distribute/errors.h"
@@ -318,9 +319,9 @@ void copy_elements(DType dtype, std::byte* dst, const std::byte* src, std::size_
 struct alignas(64) BufferPool::State {
   std::size_t min_bytes = 0;
   std::size_t max_free = 0;
-  std::mutex mutex;
-  std::vector<std::pair<std::size_t, std::byte*>> free;  // (bytes, buffer)
-  bool closed = false;
+  Mutex mutex;
+  std::vector<std::pair<std::size_t, std::byte*>> free GUARDED_BY(mutex);  // (bytes, buffer)
+  bool closed GUARDED_BY(mutex) = false;
 };
 
 BufferPool::BufferPool(std::size_t min_bytes, std::size_t max_free) : state_(std::make_shared<State>()) {
@@ -329,7 +330,7 @@ BufferPool::BufferPool(std::size_t min_bytes, std::size_t max_free) : state_(std
 }
 
 BufferPool::~BufferPool() {
-  std::lock_guard<std::mutex> lock(state_->mutex);
+  MutexLock lock(state_->mutex);
   state_->closed = true;
   for (auto& [bytes, p] : state_->free) free_bytes(p, bytes);
   state_->free.clear();
@@ -340,7 +341,7 @@ Tensor BufferPool::allocate(DType dtype, Shape shape, void** data) {
   if (bytes < state_->min_bytes || dtype == DType::kString) return allocate_tensor(dtype, std::move(shape), data);
   std::byte* p = nullptr;
   {
-    std::lock_guard<std::mutex> lock(state_->mutex);
+    MutexLock lock(state_->mutex);
     // Most recently returned first: its lines are the likeliest to be cached.
     for (auto it = state_->free.rbegin(); it != state_->free.rend(); ++it) {
       if (it->first == bytes) {
@@ -356,7 +357,7 @@ Tensor BufferPool::allocate(DType dtype, Shape shape, void** data) {
   std::shared_ptr<const std::byte> storage(p, [state = state_, bytes](const std::byte* q) {
     auto* buffer = const_cast<std::byte*>(q);
     {
-      std::lock_guard<std::mutex> lock(state->mutex);
+      MutexLock lock(state->mutex);
       if (!state->closed && state->free.size() < state->max_free) {
         state->free.emplace_back(bytes, buffer);
         return;

@@ -18,6 +18,7 @@
 #include <utility>
 #include <variant>
 
+#include "core/mutex.h"
 #include "runtime/interrupt.h"
 #include "runtime/spin_wait.h"
 
@@ -32,7 +33,7 @@ class Prefetcher {
 
   ~Prefetcher() {
     {
-      std::lock_guard<std::mutex> lock(mutex_);
+      MutexLock lock(mutex_);
       stopping_ = true;
     }
     consumed_.notify_add(1);  // wakes a producer waiting for room
@@ -48,7 +49,7 @@ class Prefetcher {
   // is raised with nothing consumed.
   std::optional<T> next(bool interruptible = false) {
     InterruptPoll poll(interruptible);
-    std::unique_lock<std::mutex> lock(mutex_);
+    MutexLock lock(mutex_);
     while (queue_.empty() && !finished_) {
       std::uint32_t seen = produced_.load();
       lock.unlock();
@@ -75,7 +76,7 @@ class Prefetcher {
   void loop() {
     while (true) {
       {
-        std::unique_lock<std::mutex> lock(mutex_);
+        MutexLock lock(mutex_);
         while (queue_.size() >= depth_ && !stopping_) {
           const std::uint32_t seen = consumed_.load();
           lock.unlock();
@@ -97,7 +98,7 @@ class Prefetcher {
         item.emplace(std::in_place_index<1>, std::current_exception());
       }
       {
-        std::lock_guard<std::mutex> lock(mutex_);
+        MutexLock lock(mutex_);
         if (end) {
           finished_ = true;
         } else {
@@ -108,7 +109,7 @@ class Prefetcher {
       if (end) return;
     }
     {
-      std::lock_guard<std::mutex> lock(mutex_);
+      MutexLock lock(mutex_);
       finished_ = true;
     }
     produced_.notify_add(1);
@@ -117,14 +118,14 @@ class Prefetcher {
   std::function<std::optional<T>()> produce_;
   const std::size_t depth_;
   SpinPolicy policy_;
-  std::mutex mutex_;
+  Mutex mutex_;
   // Bumped after every push (and at the end): the consumer waits on it.
   WaitWord produced_;
   // Bumped after every pop (and on stop): the producer waits on it.
   WaitWord consumed_;
-  std::deque<Item> queue_;
-  bool finished_ = false;
-  bool stopping_ = false;
+  std::deque<Item> queue_ GUARDED_BY(mutex_);
+  bool finished_ GUARDED_BY(mutex_) = false;
+  bool stopping_ GUARDED_BY(mutex_) = false;
   std::thread thread_;  // last: starts after every other member is ready
 };
 

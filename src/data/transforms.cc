@@ -9,13 +9,13 @@
 #include <thread>
 #include <utility>
 
+#include "core/mutex.h"
 #include "data/batching.h"
 #include "data/dataset_node.h"
 #include "data/prefetcher.h"
 #include "distribute/errors.h"
 #include "runtime/cpu_count.h"
 #include "runtime/interrupt.h"
-#include "runtime/mutex.h"
 
 namespace distribute {
 namespace internal {

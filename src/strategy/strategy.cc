@@ -6,7 +6,7 @@
 #include <mutex>
 
 #include "collectives/collective_group.h"
-#include "runtime/mutex.h"
+#include "core/mutex.h"
 #include "runtime/replica_pool.h"
 #include "strategy/context.h"
 #include "transport/cross_worker.h"
@@ -22,7 +22,7 @@ namespace {
 class FirstFailure {
  public:
   void record(int replica, std::exception_ptr error) {
-    std::lock_guard<std::mutex> lock(mutex_);
+    internal::MutexLock lock(mutex_);
     if (error_ == nullptr) {
       error_ = std::move(error);
       replica_ = replica;
@@ -37,7 +37,7 @@ class FirstFailure {
     int replica = -1;
     std::exception_ptr cause = group.abort_cause(&replica);
     if (cause == nullptr) return;
-    std::lock_guard<std::mutex> lock(mutex_);
+    internal::MutexLock lock(mutex_);
     if (error_ == nullptr) return;
     error_ = std::move(cause);
     replica_ = replica;
@@ -46,19 +46,26 @@ class FirstFailure {
   // Rethrows the recorded failure, its type preserved; a distribute::Error
   // gets the replica id attached (unless a nested run already attached one).
   void rethrow_if_any() {
-    if (error_ == nullptr) return;
+    std::exception_ptr error;
+    int replica = -1;
+    {
+      internal::MutexLock lock(mutex_);
+      error = error_;
+      replica = replica_;
+    }
+    if (error == nullptr) return;
     try {
-      std::rethrow_exception(error_);
+      std::rethrow_exception(error);
     } catch (Error& e) {
-      if (!e.replica_id().has_value()) e.set_replica_id(replica_);
+      if (!e.replica_id().has_value()) e.set_replica_id(replica);
       throw;
     }
   }
 
  private:
-  std::mutex mutex_;
-  std::exception_ptr error_;
-  int replica_ = -1;
+  internal::Mutex mutex_;
+  std::exception_ptr error_ GUARDED_BY(mutex_);
+  int replica_ GUARDED_BY(mutex_) = -1;
 };
 
 // Strategies are numbered in the process (ids never reused, so a value of a

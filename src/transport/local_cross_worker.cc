@@ -12,7 +12,7 @@
 
 #include "core/describe.h"
 #include "core/dtype_dispatch.h"
-#include "runtime/mutex.h"
+#include "core/mutex.h"
 #include "transport/wire.h"
 
 namespace distribute::internal {

@@ -31,10 +31,10 @@
 
 #include "core/describe.h"
 #include "core/dtype_dispatch.h"
+#include "core/mutex.h"
 #include "distribute/errors.h"
 #include "runtime/deadline.h"
 #include "runtime/interrupt.h"
-#include "runtime/mutex.h"
 #include "runtime/spin_wait.h"
 #include "transport/cross_worker.h"
 #include "transport/shm_channel.h"

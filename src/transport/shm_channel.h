@@ -54,9 +54,9 @@
 #include <string>
 #include <vector>
 
+#include "core/mutex.h"
 #include "distribute/internal/function_ref.h"
 #include "distribute/types.h"
-#include "runtime/mutex.h"
 #include "transport/wire.h"
 
 namespace distribute::internal {
