@@ -7,7 +7,7 @@
 //
 // Input: one options byte (bit 0: read the file as text lines instead;
 // bit 1: a default value for every feature, so that missing features
-// parse), then the file.
+// parse; bits 2-3: compression 1 ZLIB, 2 GZIP, else none), then the file.
 #include <cstddef>
 #include <cstdint>
 #include <string>
@@ -46,14 +46,19 @@ extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size
   const distribute::FeatureSpec& features = (data[0] & 2) != 0 ? with : without;
   file.write(data + 1, size - 1);
   try {
-    const distribute::Dataset records =
-        lines ? distribute::TextLineDataset({file.path()}) : distribute::TFRecordDataset({file.path()});
+    distribute::ReaderOptions options;
+    const int compression = (data[0] >> 2) & 3;
+    options.compression_type = compression == 1 ? "ZLIB" : compression == 2 ? "GZIP" : "";
+    options.buffer_size = 4096;  // refills (and their edges) even in small inputs
+    const distribute::Dataset records = lines ? distribute::TextLineDataset({file.path()}, options)
+                                              : distribute::TFRecordDataset({file.path()}, options);
     std::size_t bytes = 0;
     for (const distribute::Element& e : records) {
       const Tensor& record = e.tensor();
       if (record.dtype() != DType::kString || record.rank() != 0) __builtin_trap();
       bytes += record.strings()[0].size();
-      if (bytes > size) __builtin_trap();  // records are never longer than the file
+      // Records are never longer than the file (when it is not compressed).
+      if (compression == 0 && bytes > size) __builtin_trap();
       try {
         const auto parsed = distribute::parse_single_example(record, features);
         if (parsed.at("xy").shape() != distribute::Shape{2} || parsed.at("id").data<std::int64_t>().size() != 1) {

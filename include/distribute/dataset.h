@@ -294,8 +294,11 @@ class Dataset {
 // How TextLineDataset and TFRecordDataset read their files (TF's arguments
 // of the same names).
 struct ReaderOptions {
-  // "" (uncompressed files; TF's None). TF's "GZIP" and "ZLIB" raise
-  // UnimplementedError; any other value InvalidArgumentError.
+  // "" (uncompressed files; TF's None), "ZLIB" or "GZIP" (every file
+  // compressed so; gzip members one after the other are one stream).
+  // Damaged or cut compressed data raises DataLossError naming the file;
+  // a TFRecord error's offset counts decompressed bytes. Any other value:
+  // InvalidArgumentError.
   std::string compression_type;
   // Bytes read from a file at once (0: 256 KiB).
   std::int64_t buffer_size = 0;

@@ -481,8 +481,8 @@ def _reader_args(compression_type, buffer_size, num_parallel_reads):
 def TextLineDataset(filenames, compression_type=None, buffer_size=None, num_parallel_reads=None, name=None):  # noqa: N802
   """TF's tf.data.TextLineDataset: the lines of the files as string scalars
   (without '\n', every '\r' dropped). num_parallel_reads=N interleaves N
-  files one line at a time, as TF. Only uncompressed files (compression_type
-  None or ""); a multi-worker strategy shards it by files."""
+  files one line at a time, as TF. compression_type None (or ""), "ZLIB"
+  or "GZIP"; a multi-worker strategy shards it by files."""
   del name
   return Dataset(_core.Dataset.text_line(_filenames(filenames, "TextLineDataset"),
                                          *_reader_args(compression_type, buffer_size, num_parallel_reads)),

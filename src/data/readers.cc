@@ -29,7 +29,7 @@ class FileRecordsNode final : public DatasetNode {
     if (paths_.size() > 1 && (options_.num_parallel_reads > 1 || options_.num_parallel_reads == Dataset::kAutotune)) {
       return interleaved().node()->make_iterator();
     }
-    return std::make_unique<It>(format_, paths_, static_cast<std::size_t>(options_.buffer_size));
+    return std::make_unique<It>(format_, paths_, static_cast<std::size_t>(options_.buffer_size), compression());
   }
   std::string describe() const override {
     return std::string(format_name(format_)) + "(" + std::to_string(paths_.size()) + " files)";
@@ -50,13 +50,13 @@ class FileRecordsNode final : public DatasetNode {
  private:
   class It final : public ElementIterator {
    public:
-    It(FileFormat format, std::vector<std::string> paths, std::size_t buffer_size)
-        : format_(format), paths_(std::move(paths)), buffer_size_(buffer_size) {}
+    It(FileFormat format, std::vector<std::string> paths, std::size_t buffer_size, Compression compression)
+        : format_(format), paths_(std::move(paths)), buffer_size_(buffer_size), compression_(compression) {}
     std::optional<Element> next() override {
       while (true) {
         if (!file_.has_value()) {
           if (next_file_ >= paths_.size()) return std::nullopt;
-          file_.emplace(paths_[next_file_++], buffer_size_, format_name(format_));
+          file_.emplace(paths_[next_file_++], buffer_size_, compression_, format_name(format_));
         }
         std::optional<std::string> record =
             format_ == FileFormat::kLines ? file_->read_line() : read_tfrecord(*file_);
@@ -69,9 +69,16 @@ class FileRecordsNode final : public DatasetNode {
     FileFormat format_;
     std::vector<std::string> paths_;
     std::size_t buffer_size_;
+    Compression compression_;
     std::size_t next_file_ = 0;
     std::optional<InputFile> file_;
   };
+
+  Compression compression() const {
+    if (options_.compression_type == "ZLIB") return Compression::kZlib;
+    if (options_.compression_type == "GZIP") return Compression::kGzip;
+    return Compression::kNone;
+  }
 
   // TF's num_parallel_reads: the files interleaved one record at a time.
   Dataset interleaved() const {
@@ -96,13 +103,9 @@ class FileRecordsNode final : public DatasetNode {
 Dataset make_reader(FileFormat format, std::vector<std::string> filenames, ReaderOptions options) {
   const std::string who = format_name(format);
   if (filenames.empty()) throw InvalidArgumentError(who + ": expected at least one file name, got none");
-  if (options.compression_type == "GZIP" || options.compression_type == "ZLIB") {
-    throw UnimplementedError(who + ": compression_type '" + options.compression_type +
-                             "' is not supported; expected '' (uncompressed files)");
-  }
-  if (!options.compression_type.empty()) {
-    throw InvalidArgumentError(who + ": unsupported compression_type '" + options.compression_type +
-                               "'; expected '' (TF also knows 'GZIP' and 'ZLIB')");
+  const std::string& c = options.compression_type;
+  if (!c.empty() && c != "GZIP" && c != "ZLIB") {
+    throw InvalidArgumentError(who + ": unsupported compression_type '" + c + "'; expected '', 'ZLIB' or 'GZIP'");
   }
   if (options.buffer_size < 0) {
     throw InvalidArgumentError(who + ": expected buffer_size >= 0, got " + std::to_string(options.buffer_size));

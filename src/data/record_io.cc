@@ -2,9 +2,10 @@
 
 #include <algorithm>
 #include <cerrno>
-#include <cstdlib>
 #include <cstring>
 #include <span>
+
+#include <zlib.h>
 
 #include "core/crc32c.h"
 #include "distribute/errors.h"
@@ -13,8 +14,7 @@ namespace distribute::internal {
 namespace {
 
 constexpr std::size_t kDefaultBufferSize = 256 * 1024;
-constexpr std::size_t kHeaderBytes = 12;           // length + its masked CRC
-constexpr std::uint64_t kChunk = 1 << 20;          // data is read in chunks: a corrupt length allocates nothing
+constexpr std::size_t kHeaderBytes = 12;  // length + its masked CRC
 constexpr std::uint32_t kMaskDelta = 0xa282ead8u;
 
 std::uint64_t load_le64(const char* p) {
@@ -40,61 +40,132 @@ std::uint32_t masked_crc_of(const char* data, std::size_t n) {
 
 }  // namespace
 
-InputFile::InputFile(const std::string& path, std::size_t buffer_size, const char* who) : name_(path) {
+// zlib's inflate over the file's bytes: ZLIB (RFC 1950) or GZIP (RFC 1952,
+// members one after the other, as gzip writes them).
+struct InputFile::Inflater {
+  explicit Inflater(Compression compression) : gzip(compression == Compression::kGzip) {
+    // 15: the largest window; +16: a gzip header and trailer instead of zlib's.
+    if (inflateInit2(&stream, gzip ? 15 + 16 : 15) != Z_OK) throw InternalError("zlib: inflateInit2 failed");
+  }
+  ~Inflater() { inflateEnd(&stream); }
+  Inflater(const Inflater&) = delete;
+  Inflater& operator=(const Inflater&) = delete;
+
+  z_stream stream{};
+  bool gzip;
+  std::string input;       // compressed bytes read from the file
+  bool file_ended = false;
+  bool stream_ended = false;  // the last member's trailer was read
+};
+
+InputFile::InputFile(const std::string& path, std::size_t buffer_size, Compression compression, const char* who)
+    : name_(path), chunk_(buffer_size == 0 ? kDefaultBufferSize : buffer_size) {
   file_.reset(std::fopen(path.c_str(), "rb"));
   if (file_ == nullptr) {
     const int error = errno;
-    const std::string message =
-        std::string(who) + ": cannot open '" + path + "' for reading: " + std::strerror(error);
+    const std::string message = std::string(who) + ": cannot open '" + path + "' for reading: " + std::strerror(error);
     if (error == ENOENT || error == ENOTDIR) throw NotFoundError(message);
     throw UnknownError(message);
   }
-  const std::size_t size = buffer_size == 0 ? kDefaultBufferSize : buffer_size;
-  buffer_ = std::make_unique<char[]>(size);
-  std::setvbuf(file_.get(), buffer_.get(), _IOFBF, size);
+  // The file is read in chunk_-byte pieces into buffer_: stdio's own buffer
+  // would only add a copy.
+  std::setvbuf(file_.get(), nullptr, _IONBF, 0);
+  if (compression != Compression::kNone) inflater_ = std::make_unique<Inflater>(compression);
 }
 
-InputFile::InputFile(std::FILE* file, std::string name) : file_(file), name_(std::move(name)) {}
+InputFile::~InputFile() = default;
 
-InputFile::~InputFile() { std::free(line_); }
+std::size_t InputFile::read_file(char* out, std::size_t n) {
+  const std::size_t got = std::fread(out, 1, n, file_.get());
+  if (got < n && std::ferror(file_.get()) != 0) {
+    throw UnknownError("cannot read '" + name_ + "': " + std::strerror(errno));
+  }
+  return got;
+}
 
-void InputFile::throw_read_error() const {
-  throw UnknownError("cannot read '" + name_ + "' at offset " + std::to_string(offset_) + ": " +
-                     std::strerror(errno));
+bool InputFile::fill() {
+  buffer_.resize(chunk_);
+  pos_ = 0;
+  if (inflater_ == nullptr) {
+    buffer_.resize(read_file(buffer_.data(), chunk_));
+    return !buffer_.empty();
+  }
+  Inflater& z = *inflater_;
+  std::size_t produced = 0;
+  while (produced == 0) {
+    if (z.stream.avail_in == 0 && !z.file_ended) {
+      z.input.resize(chunk_);
+      z.input.resize(read_file(z.input.data(), chunk_));
+      z.file_ended = z.input.empty();
+      z.stream.next_in = reinterpret_cast<Bytef*>(z.input.data());
+      z.stream.avail_in = static_cast<uInt>(z.input.size());
+    }
+    if (z.stream_ended) {
+      // After a member's trailer: the end, or another gzip member.
+      if (z.stream.avail_in == 0 && z.file_ended) break;
+      if (z.stream.avail_in == 0) continue;
+      if (!z.gzip) {
+        throw DataLossError("'" + name_ + "': " + std::to_string(z.stream.avail_in) +
+                            " bytes after the end of the ZLIB stream");
+      }
+      inflateReset(&z.stream);
+      z.stream_ended = false;
+    }
+    z.stream.next_out = reinterpret_cast<Bytef*>(buffer_.data() + produced);
+    z.stream.avail_out = static_cast<uInt>(chunk_ - produced);
+    const int status = inflate(&z.stream, Z_NO_FLUSH);
+    produced = chunk_ - z.stream.avail_out;
+    if (status == Z_STREAM_END) {
+      z.stream_ended = true;
+    } else if (status == Z_BUF_ERROR && z.stream.avail_in == 0 && z.file_ended) {
+      if (z.stream.total_in == 0) break;  // an empty file: an empty stream
+      throw DataLossError("'" + name_ + "': the " + std::string(z.gzip ? "GZIP" : "ZLIB") +
+                          " stream ends early (the file is cut short), after " + std::to_string(offset_) +
+                          " decompressed bytes were read");
+    } else if (status != Z_OK && status != Z_BUF_ERROR) {
+      throw DataLossError("'" + name_ + "': not valid " + std::string(z.gzip ? "GZIP" : "ZLIB") + " data (" +
+                          (z.stream.msg != nullptr ? z.stream.msg : "zlib error " + std::to_string(status)) +
+                          ")");
+    }
+  }
+  buffer_.resize(produced);
+  return produced > 0;
 }
 
 std::size_t InputFile::read(std::uint64_t n, std::string& out) {
   std::size_t total = 0;
   while (n > 0) {
-    const auto chunk = static_cast<std::size_t>(std::min(n, kChunk));
-    const std::size_t before = out.size();
-    out.resize(before + chunk);
-    const std::size_t got = std::fread(out.data() + before, 1, chunk, file_.get());
-    out.resize(before + got);
-    total += got;
-    offset_ += got;
-    n -= got;
-    if (got < chunk) {
-      if (std::ferror(file_.get()) != 0) throw_read_error();
-      break;
-    }
+    if (pos_ == buffer_.size() && !fill()) break;
+    const auto take = static_cast<std::size_t>(std::min<std::uint64_t>(n, buffer_.size() - pos_));
+    out.append(buffer_, pos_, take);
+    pos_ += take;
+    offset_ += take;
+    total += take;
+    n -= take;
   }
   return total;
 }
 
 std::optional<std::string> InputFile::read_line() {
-  errno = 0;
-  const ssize_t got = getdelim(&line_, &line_capacity_, '\n', file_.get());
-  if (got < 0) {
-    if (std::ferror(file_.get()) != 0) throw_read_error();
-    return std::nullopt;
+  std::string line;
+  bool any = false;
+  while (true) {
+    if (pos_ == buffer_.size() && !fill()) break;
+    any = true;
+    const std::size_t newline = buffer_.find('\n', pos_);
+    const std::size_t end = newline == std::string::npos ? buffer_.size() : newline;
+    line.append(buffer_, pos_, end - pos_);
+    offset_ += end - pos_;
+    pos_ = end;
+    if (newline != std::string::npos) {
+      ++pos_;
+      ++offset_;
+      std::erase(line, '\r');
+      return line;
+    }
   }
-  offset_ += static_cast<std::uint64_t>(got);
-  std::string line(line_, static_cast<std::size_t>(got));
-  const bool ended = !line.empty() && line.back() == '\n';
-  if (ended) line.pop_back();
   std::erase(line, '\r');
-  if (!ended && line.empty()) return std::nullopt;  // "...\n\r" at the end: nothing more
+  if (!any || line.empty()) return std::nullopt;  // "...\n\r" at the end: nothing more
   return line;
 }
 
@@ -106,8 +177,7 @@ std::optional<std::string> read_tfrecord(InputFile& file) {
   const std::size_t got = file.read(kHeaderBytes, header);
   if (got == 0) return std::nullopt;
   if (got < kHeaderBytes) {
-    throw_data_loss(file, start,
-                    "the file ends inside the record's header (" + std::to_string(got) + " of 12 bytes)");
+    throw_data_loss(file, start, "the file ends inside the record's header (" + std::to_string(got) + " of 12 bytes)");
   }
   const std::uint64_t length = load_le64(header.data());
   const std::uint32_t length_crc = load_le32(header.data() + 8);
@@ -121,9 +191,7 @@ std::optional<std::string> read_tfrecord(InputFile& file) {
                         std::to_string(record.size()));
   }
   std::string footer;
-  if (file.read(4, footer) < 4) {
-    throw_data_loss(file, start, "truncated: the file ends inside the data's checksum");
-  }
+  if (file.read(4, footer) < 4) throw_data_loss(file, start, "truncated: the file ends inside the data's checksum");
   if (masked_crc_of(record.data(), record.size()) != load_le32(footer.data())) {
     throw_data_loss(file, start, "the data's checksum does not match");
   }

@@ -15,23 +15,26 @@
 
 namespace distribute::internal {
 
-// A file read sequentially through a buffer. Not thread-safe.
+// How the file's bytes are stored (TF's compression_type "", "ZLIB", "GZIP").
+enum class Compression { kNone, kZlib, kGzip };
+
+// A file read sequentially through a buffer, decompressed on the way when
+// it is ZLIB or GZIP. Not thread-safe.
 class InputFile {
  public:
   // Opens `path` (NotFoundError naming `who` and the path, with the
   // system's reason, when it cannot). buffer_size 0: 256 KiB.
-  InputFile(const std::string& path, std::size_t buffer_size, const char* who);
-  // Reads from `file` (taken over; e.g. fmemopen's), named `name` in errors.
-  InputFile(std::FILE* file, std::string name);
+  InputFile(const std::string& path, std::size_t buffer_size, Compression compression, const char* who);
   ~InputFile();
   InputFile(const InputFile&) = delete;
   InputFile& operator=(const InputFile&) = delete;
 
   const std::string& name() const noexcept { return name_; }
-  // Bytes consumed so far.
+  // Bytes of the (decompressed) stream consumed so far.
   std::uint64_t offset() const noexcept { return offset_; }
   // Appends up to n bytes to `out`; returns how many (fewer only at the end
-  // of the file). UnknownError for a read error.
+  // of the stream). UnknownError for a read error; DataLossError naming the
+  // file for compressed data that is damaged or cut short.
   std::size_t read(std::uint64_t n, std::string& out);
   // The next line without its '\n', every '\r' in it dropped (as TF's
   // TextLineDataset does); nullopt at the end. A last line without '\n'
@@ -42,14 +45,20 @@ class InputFile {
   struct Closer {
     void operator()(std::FILE* f) const noexcept { std::fclose(f); }
   };
-  [[noreturn]] void throw_read_error() const;
+  struct Inflater;  // zlib's stream (record_io.cc)
 
-  std::unique_ptr<char[]> buffer_;  // setvbuf's: declared first, so it outlives fclose
+  // Replaces the buffer's consumed bytes with the next ones of the stream;
+  // false at its end.
+  bool fill();
+  std::size_t read_file(char* out, std::size_t n);
+
   std::unique_ptr<std::FILE, Closer> file_;
   std::string name_;
+  std::size_t chunk_;
+  std::string buffer_;  // stream bytes [offset_ - pos_, offset_ - pos_ + size)
+  std::size_t pos_ = 0;
   std::uint64_t offset_ = 0;
-  char* line_ = nullptr;  // getdelim's buffer (malloc'd, freed by the destructor)
-  std::size_t line_capacity_ = 0;
+  std::unique_ptr<Inflater> inflater_;  // with compression only
 };
 
 // TF's masking of a CRC32C stored in a TFRecord file.

@@ -2,11 +2,12 @@
 // would; exits non-zero when the sums differ from the README's. Also saves
 // and restores a checkpoint, so that the link needs every dependency the
 // package declares (ISA-L for the checkpoint CRC32C), and parses a
-// tf.train.Example (protobuf-lite).
+// tf.train.Example (protobuf-lite) and reads a GZIP file (zlib).
 #include <distribute/distribute.h>
 
 #include <cstdint>
 #include <filesystem>
+#include <fstream>
 #include <iostream>
 #include <vector>
 
@@ -41,5 +42,16 @@ int main() {
   const auto parsed = dist::parse_single_example(dist::Tensor(example), {{"k", {{}, dist::DType::kInt64, {}}}});
   std::cout << "consumer: parsed " << parsed.at("k") << "\n";
   const bool parsed_ok = parsed.at("k") == dist::Tensor(std::int64_t{5});
-  return ok && step == 7 && parsed_ok ? 0 : 1;
+
+  // A GZIP text file (zlib): an empty file is an empty stream.
+  const auto empty = std::filesystem::temp_directory_path() / "distribute_consumer_empty.gz";
+  { std::ofstream touch(empty); }
+  std::int64_t lines = 0;
+  for (const auto& line : dist::TextLineDataset({empty.string()}, {.compression_type = "GZIP"})) {
+    (void)line;
+    ++lines;
+  }
+  std::filesystem::remove(empty);
+  std::cout << "consumer: " << lines << " lines in an empty GZIP file\n";
+  return ok && step == 7 && parsed_ok && lines == 0 ? 0 : 1;
 }

@@ -190,10 +190,6 @@ TEST_F(DamagedTFRecordTest, ATextFileIsNotATFRecordFile) {
 
 TEST(FileReadersTest, RejectBadArgumentsAndNameMissingFiles) {
   EXPECT_THAT(message_of<InvalidArgumentError>([] { TFRecordDataset({}); }), HasSubstr("at least one file"));
-  ReaderOptions gzip;
-  gzip.compression_type = "GZIP";
-  EXPECT_THAT(message_of<UnimplementedError>([&] { TextLineDataset({tf_file("lines_a.txt")}, gzip); }),
-              HasSubstr("'GZIP'"));
   ReaderOptions bad;
   bad.compression_type = "BZ2";
   EXPECT_THAT(message_of<InvalidArgumentError>([&] { TFRecordDataset({tf_file("records.tfrecord")}, bad); }),
@@ -208,6 +204,50 @@ TEST(FileReadersTest, RejectBadArgumentsAndNameMissingFiles) {
   EXPECT_TRUE(it.get_next_as_optional().has_value());
   EXPECT_THAT(message_of<NotFoundError>([&] { it.get_next(); }),
               AllOf(HasSubstr("TextLineDataset"), HasSubstr("/nonexistent/dir/x.txt")));
+}
+
+ReaderOptions compressed(const char* type, std::int64_t buffer_size = 0) {
+  ReaderOptions options;
+  options.compression_type = type;
+  options.buffer_size = buffer_size;
+  return options;
+}
+
+TEST(CompressedFilesTest, GzipAndZlibFilesGiveTheSameRecordsAndLines) {
+  const std::vector<std::string> plain = strings_of(TFRecordDataset({tf_file("records.tfrecord")}));
+  ASSERT_EQ(plain.size(), 4u);
+  // A 7-byte buffer: records and the compressed stream cross many refills.
+  for (std::int64_t buffer : {0, 7}) {
+    EXPECT_EQ(strings_of(TFRecordDataset({tf_file("records.tfrecord.gz")}, compressed("GZIP", buffer))), plain);
+    EXPECT_EQ(strings_of(TFRecordDataset({tf_file("records.tfrecord.zlib")}, compressed("ZLIB", buffer))), plain);
+    EXPECT_THAT(strings_of(TextLineDataset({tf_file("lines_b.txt.gz")}, compressed("GZIP", buffer))),
+                ElementsAre("one", "two"));
+    // gzip members one after the other are one stream.
+    EXPECT_THAT(strings_of(TextLineDataset({tf_file("two_members.txt.gz")}, compressed("GZIP", buffer))),
+                ElementsAre("a", "b", "c"));
+  }
+  // An empty file is an empty stream.
+  EXPECT_THAT(strings_of(TextLineDataset({tf_file("lines_c.txt")}, compressed("GZIP"))), ElementsAre());
+}
+
+TEST(CompressedFilesTest, DamagedOrCutCompressedDataIsDataLossNamingTheFile) {
+  testing::TempDir dir("distribute_compressed");
+  const std::string gz = read_all(tf_file("records.tfrecord.gz"));
+  write_all(dir / "cut.gz", gz.substr(0, gz.size() / 2));
+  EXPECT_THAT(message_of<DataLossError>([&] { strings_of(TFRecordDataset({dir / "cut.gz"}, compressed("GZIP"))); }),
+              AllOf(HasSubstr(dir / "cut.gz"), HasSubstr("ends early")));
+  std::string damaged = gz;
+  damaged[20] = static_cast<char>(damaged[20] ^ 0x55);
+  write_all(dir / "damaged.gz", damaged);
+  EXPECT_THAT(message_of<DataLossError>([&] { strings_of(TFRecordDataset({dir / "damaged.gz"}, compressed("GZIP"))); }),
+              HasSubstr(dir / "damaged.gz"));
+  // The wrong compression type: not GZIP data.
+  EXPECT_THAT(message_of<DataLossError>([&] {
+                strings_of(TFRecordDataset({tf_file("records.tfrecord.zlib")}, compressed("GZIP")));
+              }),
+              HasSubstr("not valid GZIP data"));
+  // Uncompressed reading of a compressed file fails at the framing.
+  EXPECT_THROW(strings_of(TFRecordDataset({tf_file("records.tfrecord.gz")})), DataLossError);
 }
 
 TEST(FileReadersTest, MirroredStrategySplitsStringBatchesAcrossReplicas) {

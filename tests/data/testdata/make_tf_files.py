@@ -19,13 +19,19 @@ Writes (deterministically, byte-identical on every run):
   lines_c.txt                empty file
   shard-0.tfrecord .. shard-3.tfrecord
                              file k holds b"k<k>-r<r>" for r in 0..2
+  records.tfrecord.gz        records.tfrecord, GZIP-compressed (gzip module, mtime 0)
+  records.tfrecord.zlib      records.tfrecord, ZLIB-compressed (zlib module)
+  lines_b.txt.gz             lines_b.txt, GZIP-compressed
+  two_members.txt.gz         two gzip members one after the other: b"a\\nb\\n", then b"c\\n"
 
 See EXPECTED.md next to the output files for the decoded contents.
 """
 
+import gzip
 import os
 import struct
 import sys
+import zlib
 
 # ---------------------------------------------------------------------------
 # CRC32C (Castagnoli), reflected polynomial 0x82F63B78, table driven.
@@ -204,6 +210,16 @@ def main(argv):
     for k in range(4):
         write_tfrecord(p("shard-%d.tfrecord" % k),
                        [b"k%d-r%d" % (k, r) for r in range(3)])
+
+    # Compressed copies (TF's compression_type "GZIP" and "ZLIB"); mtime 0
+    # keeps the gzip header the same on every run.
+    with open(p("records.tfrecord"), "rb") as f:
+        records = f.read()
+    write_bytes(p("records.tfrecord.gz"), gzip.compress(records, compresslevel=9, mtime=0))
+    write_bytes(p("records.tfrecord.zlib"), zlib.compress(records, 9))
+    write_bytes(p("lines_b.txt.gz"), gzip.compress(b"one\r\ntwo\r\n", compresslevel=9, mtime=0))
+    write_bytes(p("two_members.txt.gz"),
+                gzip.compress(b"a\nb\n", compresslevel=9, mtime=0) + gzip.compress(b"c\n", compresslevel=9, mtime=0))
     return 0
 
 
