@@ -300,7 +300,8 @@ struct ReaderOptions {
   // a TFRecord error's offset counts decompressed bytes. Any other value:
   // InvalidArgumentError.
   std::string compression_type;
-  // Bytes read from a file at once (0: 256 KiB).
+  // Bytes read from a file at once (0: 256 KiB; at most 2^30, else
+  // InvalidArgumentError).
   std::int64_t buffer_size = 0;
   // 0 (TF's None) or 1: the files one after the other. N > 1: N files are
   // open at once and their records interleaved one at a time, in TF's
@@ -323,8 +324,9 @@ Dataset TextLineDataset(std::vector<std::string> filenames, ReaderOptions option
 // TF's tf.data.TFRecordDataset: the records of TFRecord files (each a
 // string scalar), file after file. Every record's two masked CRC32Cs are
 // checked: DataLossError naming the file and the record's byte offset for a
-// checksum that does not match or a file that ends inside a record. Sharded
-// by files as TextLineDataset. InvalidArgumentError for an empty list.
+// checksum that does not match or a file that ends inside a record; the
+// iteration then goes on with the next file (as TF's). Sharded by files as
+// TextLineDataset. InvalidArgumentError for an empty list.
 Dataset TFRecordDataset(std::vector<std::string> filenames, ReaderOptions options = {});
 
 // Reads a numeric CSV file into a float64 Tensor of shape [rows, columns].

@@ -58,8 +58,13 @@ class FileRecordsNode final : public DatasetNode {
           if (next_file_ >= paths_.size()) return std::nullopt;
           file_.emplace(paths_[next_file_++], buffer_size_, compression_, format_name(format_));
         }
-        std::optional<std::string> record =
-            format_ == FileFormat::kLines ? file_->read_line() : read_tfrecord(*file_);
+        std::optional<std::string> record;
+        try {
+          record = format_ == FileFormat::kLines ? file_->read_line() : read_tfrecord(*file_);
+        } catch (const DataLossError&) {
+          file_.reset();  // as TF: after a damaged record the iteration goes on with the next file
+          throw;
+        }
         if (record.has_value()) return Element(Tensor(std::move(*record)));
         file_.reset();
       }
@@ -107,8 +112,9 @@ Dataset make_reader(FileFormat format, std::vector<std::string> filenames, Reade
   if (!c.empty() && c != "GZIP" && c != "ZLIB") {
     throw InvalidArgumentError(who + ": unsupported compression_type '" + c + "'; expected '', 'ZLIB' or 'GZIP'");
   }
-  if (options.buffer_size < 0) {
-    throw InvalidArgumentError(who + ": expected buffer_size >= 0, got " + std::to_string(options.buffer_size));
+  if (options.buffer_size < 0 || static_cast<std::uint64_t>(options.buffer_size) > InputFile::kMaxBufferSize) {
+    throw InvalidArgumentError(who + ": expected 0 <= buffer_size <= 2^30 (bytes read at once; 0 for the default), got " +
+                               std::to_string(options.buffer_size));
   }
   if (options.num_parallel_reads < 0 && options.num_parallel_reads != Dataset::kAutotune) {
     throw InvalidArgumentError(who + ": expected num_parallel_reads >= 0 or kAutotune, got " +

@@ -84,12 +84,18 @@ std::size_t InputFile::read_file(char* out, std::size_t n) {
 }
 
 bool InputFile::fill() {
-  buffer_.resize(chunk_);
+  // The buffer is consumed: on an error it stays so (nothing stale is read
+  // again by a later call).
+  buffer_.clear();
   pos_ = 0;
-  if (inflater_ == nullptr) {
-    buffer_.resize(read_file(buffer_.data(), chunk_));
-    return !buffer_.empty();
-  }
+  std::string next(chunk_, '\0');
+  const std::size_t produced = inflater_ == nullptr ? read_file(next.data(), chunk_) : inflate_into(next);
+  next.resize(produced);
+  buffer_.swap(next);
+  return produced > 0;
+}
+
+std::size_t InputFile::inflate_into(std::string& out) {
   Inflater& z = *inflater_;
   std::size_t produced = 0;
   while (produced == 0) {
@@ -111,7 +117,7 @@ bool InputFile::fill() {
       inflateReset(&z.stream);
       z.stream_ended = false;
     }
-    z.stream.next_out = reinterpret_cast<Bytef*>(buffer_.data() + produced);
+    z.stream.next_out = reinterpret_cast<Bytef*>(out.data() + produced);
     z.stream.avail_out = static_cast<uInt>(chunk_ - produced);
     const int status = inflate(&z.stream, Z_NO_FLUSH);
     produced = chunk_ - z.stream.avail_out;
@@ -128,8 +134,7 @@ bool InputFile::fill() {
                           ")");
     }
   }
-  buffer_.resize(produced);
-  return produced > 0;
+  return produced;
 }
 
 std::size_t InputFile::read(std::uint64_t n, std::string& out) {

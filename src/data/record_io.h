@@ -22,8 +22,11 @@ enum class Compression { kNone, kZlib, kGzip };
 // it is ZLIB or GZIP. Not thread-safe.
 class InputFile {
  public:
+  static constexpr std::size_t kMaxBufferSize = std::size_t{1} << 30;
+
   // Opens `path` (NotFoundError naming `who` and the path, with the
-  // system's reason, when it cannot). buffer_size 0: 256 KiB.
+  // system's reason, when it cannot). buffer_size 0: 256 KiB; at most
+  // kMaxBufferSize (zlib counts in 32 bits).
   InputFile(const std::string& path, std::size_t buffer_size, Compression compression, const char* who);
   ~InputFile();
   InputFile(const InputFile&) = delete;
@@ -50,6 +53,8 @@ class InputFile {
   // Replaces the buffer's consumed bytes with the next ones of the stream;
   // false at its end.
   bool fill();
+  // Up to out.size() decompressed bytes into `out`; 0 at the stream's end.
+  std::size_t inflate_into(std::string& out);
   std::size_t read_file(char* out, std::size_t n);
 
   std::unique_ptr<std::FILE, Closer> file_;

@@ -135,7 +135,7 @@ Strategy::Strategy(Kind kind, std::vector<DeviceSpec> devices, CommunicationOpti
   if (cross_worker_ != nullptr) {
     num_workers_ = cross_worker_->num_workers();
     worker_index_ = cross_worker_->worker_index();
-    is_chief_ = worker_index_ == 0;  // until MultiWorkerMirroredStrategy applies TF's rules (set_chief)
+    is_chief_ = worker_index_ == 0;  // until MultiWorkerMirroredStrategy applies TF's rules (decide_chief)
   }
   if (!communication_options_.timeout_seconds.has_value()) communication_options_.timeout_seconds = 60.0;
   if (!(*communication_options_.timeout_seconds > 0)) {

@@ -183,6 +183,37 @@ TEST_F(DamagedTFRecordTest, AFileCutInsideARecordIsDataLoss) {
   EXPECT_EQ(strings_of(TFRecordDataset({damaged(original_.substr(0, 62))})).size(), 3u);
 }
 
+TEST_F(DamagedTFRecordTest, AfterDataLossTheIterationGoesOnWithTheNextFile) {
+  std::string bytes = original_;
+  bytes[62 + 12 + 500] ^= 1;
+  const std::string path = damaged(bytes);
+  auto it = TFRecordDataset({path, tf_file("shard-0.tfrecord")}).make_iterator();
+  for (int i = 0; i < 3; ++i) EXPECT_TRUE(it.get_next_as_optional().has_value()) << i;
+  EXPECT_THROW(it.get_next(), DataLossError);
+  EXPECT_EQ(it.get_next().tensor().strings()[0], "k0-r0");
+  // Damaged compressed data too: nothing of the failed read is returned later.
+  std::string gz = read_all(tf_file("records.tfrecord.gz"));
+  gz[20] = static_cast<char>(gz[20] ^ 0x55);
+  write_all(dir_ / "damaged.gz", gz);
+  ReaderOptions gzip;
+  gzip.compression_type = "GZIP";
+  auto lines = TextLineDataset({dir_ / "damaged.gz", tf_file("lines_b.txt.gz")}, gzip).make_iterator();
+  std::vector<std::string> seen;
+  for (int i = 0; i < 10; ++i) {
+    try {
+      const std::optional<Element> e = lines.get_next_as_optional();
+      if (!e.has_value()) break;
+      seen.push_back(e->tensor().strings()[0]);
+    } catch (const DataLossError&) {
+      seen.push_back("<data loss>");
+    }
+  }
+  ASSERT_FALSE(seen.empty());
+  EXPECT_EQ(seen.back(), "two");
+  EXPECT_EQ(seen[seen.size() - 2], "one");
+  EXPECT_EQ(seen[seen.size() - 3], "<data loss>");
+}
+
 TEST_F(DamagedTFRecordTest, ATextFileIsNotATFRecordFile) {
   EXPECT_THAT(message_of<DataLossError>([&] { strings_of(TFRecordDataset({tf_file("lines_a.txt")})); }),
               AllOf(HasSubstr("offset 0"), HasSubstr("lines_a.txt")));
@@ -194,6 +225,10 @@ TEST(FileReadersTest, RejectBadArgumentsAndNameMissingFiles) {
   bad.compression_type = "BZ2";
   EXPECT_THAT(message_of<InvalidArgumentError>([&] { TFRecordDataset({tf_file("records.tfrecord")}, bad); }),
               HasSubstr("unsupported compression_type 'BZ2'"));
+  bad = {};
+  bad.buffer_size = (std::int64_t{1} << 30) + 1;
+  EXPECT_THAT(message_of<InvalidArgumentError>([&] { TFRecordDataset({tf_file("records.tfrecord")}, bad); }),
+              HasSubstr("buffer_size <= 2^30"));
   bad = {};
   bad.num_parallel_reads = -5;
   EXPECT_THROW(TFRecordDataset({tf_file("records.tfrecord")}, bad), InvalidArgumentError);
