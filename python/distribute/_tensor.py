@@ -153,8 +153,9 @@ def numpy(t):
   """A read-only numpy view of the tensor's buffer (no copy); for a string
   tensor a numpy array of bytes objects (dtype object, a copy)."""
   if t.dtype == "string":
-    array = np.empty(len(t._strings()), dtype=object)
-    array[:] = t._strings()
+    values = t._strings()  # one conversion of every element to bytes
+    array = np.empty(len(values), dtype=object)
+    array[:] = values
     array = array.reshape(t.shape)
     array.flags.writeable = False
     return array
