@@ -96,6 +96,12 @@ def make_model(hidden, seed):
     return nn.Sequential(*layers)
 
 
+def maybe_trace(args, model, x):
+    """--trace: the model as a TorchScript graph (torch.jit.trace), whose
+    forward runs in C++ without holding the GIL."""
+    return torch.jit.trace(model, x[:2]) if args.trace else model
+
+
 def blas_in_use():
     """The BLAS/LAPACK shared objects this process has mapped."""
     names = set()
@@ -183,7 +189,7 @@ def report(args, mode, world_size, samples, seconds, test_accuracy, loss):
 def run_single(args):
     torch.set_num_threads(args.threads)
     train_x, train_y, test_x, test_y = load_split(args.data, args.seed)
-    model = make_model(args.hidden, args.seed)
+    model = maybe_trace(args, make_model(args.hidden, args.seed), train_x)
     samples, seconds, loss = train(args, 0, 1, model, train_x, train_y)
     report(args, "single", 1, samples, seconds, accuracy(model, test_x, test_y), loss)
 
@@ -260,7 +266,7 @@ def run_mwms(args):
     strategy = distribute.MultiWorkerMirroredStrategy()
     world = strategy.num_replicas_in_sync
     rank = strategy._core.worker_index
-    model = make_model(args.hidden, args.seed)  # the same seed on every worker: the same start
+    model = maybe_trace(args, make_model(args.hidden, args.seed), train_x)  # the same seed on every worker: the same start
     optimizer = torch.optim.SGD(model.parameters(), lr=args.learning_rate, momentum=args.momentum)
     losses = [0.0]
     clocks = [StepClock()] if args.profile else None
@@ -302,7 +308,7 @@ def run_distribute(args):
     strategy = distribute.MirroredStrategy([f"CPU:{i}" for i in range(args.replicas)])
     n_rep = args.replicas
     base = make_model(args.hidden, args.seed)
-    models = [copy.deepcopy(base) for _ in range(n_rep)]
+    models = [maybe_trace(args, copy.deepcopy(base), train_x) for _ in range(n_rep)]
     optimizers = [torch.optim.SGD(m.parameters(), lr=args.learning_rate, momentum=args.momentum) for m in models]
     loss_fn = nn.CrossEntropyLoss(reduction="sum")
     g = args.batch_size
@@ -339,7 +345,7 @@ def ddp_worker(rank, args, port):
                             world_size=args.world_size)
     train_x, train_y, test_x, test_y = load_split(args.data, args.seed)
     # Same seed on every rank; DDP also broadcasts rank 0's parameters.
-    model = nn.parallel.DistributedDataParallel(make_model(args.hidden, args.seed))
+    model = nn.parallel.DistributedDataParallel(maybe_trace(args, make_model(args.hidden, args.seed), train_x))
     samples, seconds, loss = train(args, rank, args.world_size, model, train_x, train_y)
     # The slowest rank's time is the step time; take the maximum.
     t = torch.tensor([seconds], dtype=torch.float64)
@@ -373,6 +379,8 @@ def main():
     parser.add_argument("--data", default=os.path.join(ROOT, "data", "digits.csv"))
     parser.add_argument("--profile", action="store_true",
                         help="distribute and mwms modes: print where each replica's step time goes")
+    parser.add_argument("--trace", action="store_true",
+                        help="every mode: run the model as a TorchScript trace (torch.jit.trace)")
     parser.add_argument("--show-blas", action="store_true",
                         help="print the BLAS this process maps after importing torch, and exit")
     args = parser.parse_args()

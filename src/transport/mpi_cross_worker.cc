@@ -37,6 +37,7 @@
 #include "runtime/interrupt.h"
 #include "runtime/spin_wait.h"
 #include "transport/cross_worker.h"
+#include "transport/peer_watch.h"
 #include "transport/shm_channel.h"
 #include "transport/wire.h"
 
@@ -56,6 +57,9 @@ constexpr int kFailureTag = 103;
 constexpr int kTagsPerGeneration = 4;
 constexpr std::uint64_t kGenerationsBeforeReuse = 8000;  // tags stay below 32767, MPI's guaranteed MPI_TAG_UB
 constexpr int kHelloTag = 32700;
+// Low descriptors kept for the process watch's connections: one per peer
+// (more peers than this still get connections, on ordinary descriptors).
+constexpr int kReservedDescriptors = 64;
 
 int generation_tag(int base, std::uint64_t generation) {
   return base + kTagsPerGeneration * static_cast<int>(generation % kGenerationsBeforeReuse);
@@ -124,6 +128,8 @@ class MpiProcess {
         bool done = false;
         int code = MPI_SUCCESS;
       };
+      // Before MPI opens its sockets (transport/peer_watch.h).
+      PeerWatch::reserve_descriptors(kReservedDescriptors);
       auto init = std::make_shared<Init>();
       std::thread([init] {
         int provided = 0;
@@ -254,9 +260,10 @@ class MpiCrossWorker final : public CrossWorker {
         // (Posting is always safe, broken or not; a report posted earlier
         // stays: the first post wins.)
         shm_->leave(leaving_text());
-      } else if (finalized == 0 && !broken_ && !reported_ && size_ > 1 && control_ != MPI_COMM_NULL) {
+      } else if (finalized == 0 && !broken_ && !reported_ && !mpi_quiet_ && size_ > 1 && control_ != MPI_COMM_NULL) {
         send_leaving_locked();
       }
+      if (watch_ != nullptr) watch_->leave();
     }
     process_.release();
   }
@@ -338,6 +345,12 @@ class MpiCrossWorker final : public CrossWorker {
       if (reported_) return;
       reported_ = true;
       failure_text_ = "worker " + std::to_string(rank_) + ": " + message;
+      // Through the watch too: a peer that saw a death reads no MPI message.
+      if (watch_ != nullptr) watch_->report(failure_text_);
+      if (mpi_quiet_) {  // a peer's process ended: no MPI call (watched_peer_gone_locked)
+        break_channel_locked();
+        return;
+      }
       if (shm_ != nullptr) {
         // The peers watch this worker's state in the segment.
         shm_->report_failure(failure_text_);
@@ -420,6 +433,18 @@ class MpiCrossWorker final : public CrossWorker {
     // communicator of the program's.
     world_ = !options.mpi_communicator.has_value();
     if (size_ > 1) start_shared_memory(shared_memory_wanted(options), deadline);
+    if (size_ > 1 && shm_ == nullptr) {
+      // Workers that talk over MPI messages (on several hosts, usually over
+      // TCP) watch each other's processes through connections of their own:
+      // MPI does not report a peer that died (transport/peer_watch.h).
+      auto never = [] { return false; };
+      auto watch = PeerWatch::start(
+          rank_, size_,
+          [&](std::span<const std::byte> card) { return all_gather("start-up (process watch)", card, deadline, never); },
+          deadline);
+      MutexLock lock(process_.mutex());
+      watch_ = std::move(watch);
+    }
   }
 
   // Whether workers that share a host should use a shared-memory segment:
@@ -712,6 +737,14 @@ class MpiCrossWorker final : public CrossWorker {
         throw UnavailableError(msg);
       }
     }
+    if (watch_ != nullptr && !broken_ && !closed_) {
+      if (std::optional<std::string> gone = watched_peer_gone_locked()) {
+        const std::string msg = std::string("cross-worker ") + what + " on worker " + std::to_string(rank_) +
+                                " failed: " + *gone;
+        break_channel_locked(msg);
+        throw UnavailableError(msg);
+      }
+    }
     if (closed_) {
       throw FailedPreconditionError(std::string("cross-worker ") + what + " on worker " + std::to_string(rank_) +
                                     ": its MultiWorkerMirroredStrategy was destroyed; a distributed dataset or "
@@ -766,6 +799,19 @@ class MpiCrossWorker final : public CrossWorker {
     for (unsigned round = 0;; ++round) {
       {
         MutexLock lock(process_.mutex());
+        if (watch_ != nullptr) {
+          // Did a peer's process end? Looked at before MPI's progress, which
+          // may meet the broken connection first and stall in Open MPI's
+          // error handling (one poll() a round: these are network waits).
+          if (std::optional<std::string> gone = watched_peer_gone_locked()) {
+            // No MPI call from here on (see watched_peer_gone_locked): the
+            // requests are left as they are, never progressed again.
+            const std::string msg = std::string("cross-worker ") + what + " on worker " + std::to_string(rank_) +
+                                    " failed: " + *gone;
+            break_channel_locked(msg);
+            throw UnavailableError(msg);
+          }
+        }
         if (test_locked(requests)) return;
         // Failure reports are rare: look every 32 polls (a few microseconds).
         if ((round % 32) == 31) check_failure_reports_locked(what, requests);
@@ -816,6 +862,9 @@ class MpiCrossWorker final : public CrossWorker {
   // MPI mutex).
   bool test_every(Requests& requests) {
     MutexLock lock(process_.mutex());
+    return test_every_locked(requests);
+  }
+  bool test_every_locked(Requests& requests) REQUIRES(process_.mutex()) {
     bool all = true;
     for (MPI_Request& r : requests.requests) all = test_one_locked(r) && all;
     return all;
@@ -871,6 +920,27 @@ class MpiCrossWorker final : public CrossWorker {
                             " reported a failure (" + text + ")";
     abandon_locked(requests, msg);
     throw UnavailableError(msg);
+  }
+
+  // What the process watch saw of a peer that ended or left, if anything.
+  // Once it saw one, this worker makes no more MPI calls: any call that
+  // drives Open MPI's progress may meet the broken connection and end the
+  // process (ob1 aborts on a transport error) before the error is raised.
+  // The others learn of the death from their own watch; at exit the job is
+  // aborted (MpiProcess).
+  std::optional<std::string> watched_peer_gone_locked() REQUIRES(process_.mutex()) {
+    const std::optional<PeerWatch::Event> event = watch_->check();
+    if (!event.has_value()) return std::nullopt;
+    mpi_quiet_ = true;
+    // (Worded as the MPI messages and the segment's watch word them.)
+    const std::string worker = "worker " + std::to_string(event->worker);
+    if (event->kind == PeerWatch::Kind::kLeft) {
+      return worker + " reported a failure (" + worker +
+             " left: its MultiWorkerMirroredStrategy was destroyed (the program ended or moved on))";
+    }
+    if (event->kind == PeerWatch::Kind::kFailed) return worker + " reported a failure (" + event->report + ")";
+    return event->who + " ended without reporting a failure (killed or crashed: its connection to this worker "
+                        "closed)";
   }
 
   void abandon(Requests& requests, const std::string& reason) {
@@ -933,6 +1003,10 @@ class MpiCrossWorker final : public CrossWorker {
   std::string broken_reason_;
   std::string failure_text_;
   std::unique_ptr<ShmChannel> shm_;  // every worker on this host: collectives through shared memory
+  // Otherwise the peers' processes are watched; set at start-up, then used
+  // under process_.mutex().
+  std::unique_ptr<PeerWatch> watch_;
+  bool mpi_quiet_ = false;  // the watch saw a peer end: no more MPI calls
 };
 
 }  // namespace

@@ -10,7 +10,7 @@
 //   exit   worker 1's program ends early (its strategy is destroyed): worker
 //          0 raises UnavailableError naming worker 1 at once.
 //   loop   any number of workers: after printing "worker <w>: ready
-//          (segment yes|no)", every worker runs an all_reduce every 20 ms
+//          (segment yes|no)", every worker runs an all_reduce every 2 ms
 //          for up to 60 s (collective timeout 3 s) until one raises; the
 //          network tests (tests/net/run_net.sh) cut a host's link or kill
 //          its processes meanwhile.
@@ -66,7 +66,7 @@ int loop() {
                 << " ms: " << e.what() << std::endl;
       return 3;
     }
-    std::this_thread::sleep_for(std::chrono::milliseconds(20));
+    std::this_thread::sleep_for(std::chrono::milliseconds(2));
   }
   std::cout << "worker " << w << ": no error in 60 s" << std::endl;
   return 0;

@@ -17,13 +17,15 @@
 #                   worker 1 within the 3 s collective deadline (+2 s)
 #     kill_host     host 1's worker is killed (SIGKILL) mid-run
 #     kill_daemon   every process of host 1 is killed, Open MPI's daemon too
-#                   In both, Open MPI itself ends the job (mpirun when its
-#                   process or daemon dies; the TCP transport aborts the
-#                   survivors when their connection to it breaks), before the
-#                   survivors' deadline: the job must end with a non-zero
-#                   status within 20 s, not hang. (Over the shared-memory
-#                   segment on one host, the survivors name the dead worker
-#                   instead: multi_worker_fault_kill_detect.)
+#                   In both, every other worker raises UnavailableError
+#                   naming worker 1 within 1 s of its next all_reduce's
+#                   start (the library's own connection to worker 1 closed:
+#                   src/transport/peer_watch.h), and the job ends with a
+#                   non-zero status within 20 s (mpirun then ends it).
+#                   Except, in kill_daemon, worker 0: mpirun runs on its
+#                   host and, once it loses a daemon, ends the workers
+#                   there itself, sometimes before worker 0 raises (Open
+#                   MPI 4.1.4).
 #     never_starts  worker 1 starts 6 s late (its program sleeps before
 #                   creating the strategy): worker 0 raises
 #                   DeadlineExceededError naming worker 1 by its 2 s
@@ -52,12 +54,18 @@ wait_for() {
 }
 show() { echo "--- job output"; cat "$work/out"; echo "---"; }
 # Every worker but 1 raised DeadlineExceededError or UnavailableError
-# naming worker 1 within `bound` ms of its all_reduce's start.
+# naming worker 1 within `bound` ms of its all_reduce's start; the workers
+# listed after the bound may instead have been ended without a word.
 expect_blame() {
   local bound=$1 w line ms
+  shift
   for w in $(seq 0 $((hosts - 1))); do
     [ "$w" -eq 1 ] && continue
     line=$(grep -E "^worker $w: (DEADLINE_EXCEEDED|UNAVAILABLE) after" "$work/out" | head -n 1)
+    if [ -z "$line" ] && [[ " $* " == *" $w "* ]]; then
+      echo "(worker $w was ended before it raised)"
+      continue
+    fi
     [ -n "$line" ] || { show; fail "worker $w did not raise DeadlineExceededError or UnavailableError"; }
     grep -qE "worker\(s\) \[1\]|worker 1" <<<"$line" || { show; fail "worker $w's error does not name worker 1: $line"; }
     ms=$(sed -n 's/^worker [0-9]*: [A-Z_]* after \([0-9]*\) ms.*/\1/p' <<<"$line")
@@ -85,16 +93,27 @@ case $case in
     case $case in
       link_down) ip -n "${tag}h1" link set eth0 down || fail "link down" ;;
       kill_host|kill_daemon)
+        # kill_host: the worker only, not the daemon nor the launch agent's
+        # shell; kill_daemon: all of them at once (one kill(1), as a host's
+        # crash would: a worker that outlives its daemon by more than a few
+        # microseconds is ended by Open MPI itself, which closes its MPI
+        # connections before the process watch's, and a survivor may then
+        # be ended by Open MPI before it can raise).
+        victims=()
         for pid in $(ip netns pids "${tag}h1"); do
-          # kill_host: the worker only, not the daemon nor the launch agent's shell.
-          case $case:$(cat "/proc/$pid/comm" 2>/dev/null) in kill_daemon:*|kill_host:multi_worker*) kill -9 "$pid" ;; esac
+          case $case:$(cat "/proc/$pid/comm" 2>/dev/null) in kill_daemon:*|kill_host:multi_worker*) victims+=("$pid") ;; esac
         done
+        kill -9 "${victims[@]}"
         start=$SECONDS
         wait "$job"
         status=$?
+        [ "$status" -ne 0 ] || { show; fail "the job ended with status 0 after a host's processes were killed"; }
+        [ $((SECONDS - start)) -lt 20 ] || { show; fail "the job took $((SECONDS - start)) s to end"; }
+        grep -qE "^worker [0-9]+: UNAVAILABLE after" "$work/out" || { show; fail "no survivor raised UnavailableError"; }
+        # mpirun runs on host 0: when it loses a daemon it ends host 0's
+        # workers itself, at once, and worker 0 may not get to raise.
+        if [ "$case" = kill_daemon ]; then expect_blame 1000 0; else expect_blame 1000; fi
         show
-        [ "$status" -ne 0 ] || fail "the job ended with status 0 after a host's processes were killed"
-        [ $((SECONDS - start)) -lt 20 ] || fail "the job took $((SECONDS - start)) s to end"
         echo "PASS ($case, $hosts hosts)"
         exit 0 ;;
     esac
