@@ -4,11 +4,19 @@
 #include <benchmark/benchmark.h>
 
 #include <atomic>
+#include <ctime>
 #include <string>
 #include <thread>
 #include <vector>
 
 namespace distribute::bench {
+
+// The process's CPU time (every thread's), in seconds.
+inline double process_cpu_seconds() {
+  timespec ts{};
+  clock_gettime(CLOCK_PROCESS_CPUTIME_ID, &ts);
+  return static_cast<double>(ts.tv_sec) + static_cast<double>(ts.tv_nsec) * 1e-9;
+}
 
 // "CPU:0" ... "CPU:<n-1>": the devices of an n-replica MirroredStrategy.
 inline std::vector<std::string> cpus(int n) {
@@ -42,6 +50,28 @@ class SpinBarrier {
   alignas(64) std::atomic<int> phase_{0};
 };
 
+// Threads meeting by spinning with sched_yield() in between: the floor of a
+// meeting of more threads than cores without sleeping in the kernel (each
+// round gives the core to a thread that has not arrived yet).
+class YieldBarrier {
+ public:
+  explicit YieldBarrier(int n) : n_(n) {}
+  void arrive_and_wait() {
+    const int phase = phase_.load(std::memory_order_acquire);
+    if (count_.fetch_add(1, std::memory_order_acq_rel) + 1 == n_) {
+      count_.store(0, std::memory_order_relaxed);
+      phase_.store(phase + 1, std::memory_order_release);
+    } else {
+      while (phase_.load(std::memory_order_acquire) == phase) std::this_thread::yield();
+    }
+  }
+
+ private:
+  const int n_;
+  alignas(64) std::atomic<int> count_{0};
+  alignas(64) std::atomic<int> phase_{0};
+};
+
 // One iteration = one meeting of the benchmark thread and a partner thread
 // at `barrier` (the partner arrives exactly as many times).
 template <class Barrier>
@@ -52,6 +82,20 @@ void meet(benchmark::State& state, Barrier& barrier) {
   });
   for (auto _ : state) barrier.arrive_and_wait();
   partner.join();
+}
+
+// The same with `partners` partner threads.
+template <class Barrier>
+void meet_all(benchmark::State& state, Barrier& barrier, int partners) {
+  const auto meetings = state.max_iterations;
+  std::vector<std::thread> threads;
+  for (int p = 0; p < partners; ++p) {
+    threads.emplace_back([&] {
+      for (benchmark::IterationCount i = 0; i < meetings; ++i) barrier.arrive_and_wait();
+    });
+  }
+  for (auto _ : state) barrier.arrive_and_wait();
+  for (auto& t : threads) t.join();
 }
 
 }  // namespace distribute::bench

@@ -6,7 +6,8 @@
 # (btl self,tcp). Needs root and `ip netns` (scripts/setup.sh installs
 # iproute2); the namespaces are removed at exit.
 # Usage: bench/run_net_bench.sh [bytes...]   (builds the release preset;
-#   default sizes 4 KiB, 256 KiB, 4 MiB, 64 MiB)
+#   default sizes 4 KiB, 256 KiB, 4 MiB, 64 MiB; DISTRIBUTE_PROCESS_WATCH=0
+#   turns the process watch off)
 set -euo pipefail
 cd "$(dirname "$0")/.."
 cmake --preset release >/dev/null
@@ -18,4 +19,7 @@ net_hosts_up 2
 # cores, the kernel's packet processing (softirq, ksoftirqd) waits for a
 # time slice and an MPI_Allreduce of 4 KiB took 8 ms instead of 70 us.
 net_flags+=(--mca mpi_yield_when_idle 1)
+# DISTRIBUTE_PROCESS_WATCH=0 in the environment: the workers without the
+# process watch (src/transport/peer_watch.h), to measure what it costs.
+[ -n "${DISTRIBUTE_PROCESS_WATCH:-}" ] && net_flags+=(-x DISTRIBUTE_PROCESS_WATCH)
 net_mpirun "$(command -v mpirun)" build/release/bench/multi_worker_bench "$@"

@@ -2,7 +2,11 @@
 // references measured in the same run:
 //   BM_StdBarrier   two threads meeting at a std::barrier (spins, then futex)
 //   BM_SpinBarrier  two threads meeting at a spinning barrier
-// (one iteration = one meeting, like one run() call).
+//   BM_YieldBarrier/4  four threads (on this 2-core machine: more than
+//                   cores) meeting at a barrier that spins with sched_yield,
+//                   the floor of BM_Run/4 without sleeping in the kernel
+// (one iteration = one meeting, like one run() call). The counter cpu_us is
+// the whole process's CPU time per iteration (every thread's).
 // and the CPU that idle replica threads use (BM_IdleReplicaCpu: CPU seconds
 // per wall second of a 4-replica strategy left idle, after a run).
 //
@@ -10,6 +14,7 @@
 // broken dispatch cannot look fast.
 #include <benchmark/benchmark.h>
 
+#include <algorithm>
 #include <atomic>
 #include <barrier>
 #include <chrono>
@@ -28,16 +33,26 @@ namespace dist = distribute;
 
 using distribute::bench::cpus;
 using distribute::bench::meet;
+using distribute::bench::process_cpu_seconds;
 using distribute::bench::SpinBarrier;
+
+// Sets cpu_us: the process's CPU time per iteration since `cpu0`.
+void count_cpu(benchmark::State& state, double cpu0) {
+  state.counters["cpu_us"] =
+      (process_cpu_seconds() - cpu0) * 1e6 / static_cast<double>(std::max<benchmark::IterationCount>(1, state.iterations()));
+}
 
 void BM_Run(benchmark::State& state) {
   const int n = static_cast<int>(state.range(0));
   dist::MirroredStrategy strategy(cpus(n));
+  strategy.run([] {});  // the threads started
+  const double cpu0 = process_cpu_seconds();
   for (auto _ : state) {
     auto ids = strategy.run([] { return dist::get_replica_context()->replica_id_in_sync_group(); });
     if (ids[n - 1] != n - 1) throw std::logic_error("run returned a wrong replica id");
     benchmark::DoNotOptimize(ids);
   }
+  count_cpu(state, cpu0);
   state.counters["replicas"] = n;
 }
 BENCHMARK(BM_Run)->Arg(1)->Arg(2)->Arg(4)->UseRealTime();
@@ -63,11 +78,14 @@ void BM_SpinBarrier(benchmark::State& state) {
 }
 BENCHMARK(BM_SpinBarrier)->UseRealTime();
 
-double process_cpu_seconds() {
-  timespec ts{};
-  clock_gettime(CLOCK_PROCESS_CPUTIME_ID, &ts);
-  return static_cast<double>(ts.tv_sec) + static_cast<double>(ts.tv_nsec) * 1e-9;
+void BM_YieldBarrier(benchmark::State& state) {
+  const int n = static_cast<int>(state.range(0));
+  distribute::bench::YieldBarrier barrier(n);
+  const double cpu0 = process_cpu_seconds();
+  distribute::bench::meet_all(state, barrier, n - 1);
+  count_cpu(state, cpu0);
 }
+BENCHMARK(BM_YieldBarrier)->Arg(4)->UseRealTime();
 
 // CPU used by the replica threads of an idle strategy: after the spin window
 // they must sleep (counter cpu_per_wall near 0).

@@ -167,12 +167,22 @@ class MpiProcess {
   // Held around every MPI call of this process's channels (MPI_THREAD_SERIALIZED).
   Mutex& mutex() RETURN_CAPABILITY(mutex_) { return mutex_; }
   void mark_broken() { broken_ = true; }
+  // A worker's process ended (seen by a process watch): MPI is not used
+  // again by this process (transport/peer_watch.h).
+  void mark_peer_lost(const std::string& who) REQUIRES(mutex_) {
+    if (peer_lost_.empty()) peer_lost_ = who;
+  }
 
   // One MultiWorkerMirroredStrategy at a time: the next one's number (every
   // worker creates them in the same order, so the numbers agree), or
   // FailedPreconditionError while another is alive. release() when it ends.
   std::uint64_t acquire() {
     MutexLock lock(mutex_);
+    if (!peer_lost_.empty()) {
+      throw FailedPreconditionError(
+          "MultiWorkerMirroredStrategy: " + peer_lost_ + ", a worker of this job, ended earlier; this process "
+          "makes no more MPI calls (one could end it: see docs/errors.md), so no new strategy can start");
+    }
     if (alive_) {
       throw FailedPreconditionError(
           "MultiWorkerMirroredStrategy: another MultiWorkerMirroredStrategy (number " + std::to_string(generation_) +
@@ -214,6 +224,7 @@ class MpiProcess {
   bool owner_ = false;
   bool broken_ = false;
   bool alive_ GUARDED_BY(mutex_) = false;
+  std::string peer_lost_ GUARDED_BY(mutex_);
   std::uint64_t generation_ GUARDED_BY(mutex_) = 0;
 };
 
@@ -260,7 +271,8 @@ class MpiCrossWorker final : public CrossWorker {
         // (Posting is always safe, broken or not; a report posted earlier
         // stays: the first post wins.)
         shm_->leave(leaving_text());
-      } else if (finalized == 0 && !broken_ && !reported_ && !mpi_quiet_ && size_ > 1 && control_ != MPI_COMM_NULL) {
+      } else if (finalized == 0 && !broken_ && !reported_ && size_ > 1 && control_ != MPI_COMM_NULL &&
+                 !peer_ended_locked()) {
         send_leaving_locked();
       }
       if (watch_ != nullptr) watch_->leave();
@@ -347,7 +359,7 @@ class MpiCrossWorker final : public CrossWorker {
       failure_text_ = "worker " + std::to_string(rank_) + ": " + message;
       // Through the watch too: a peer that saw a death reads no MPI message.
       if (watch_ != nullptr) watch_->report(failure_text_);
-      if (mpi_quiet_) {  // a peer's process ended: no MPI call (watched_peer_gone_locked)
+      if (peer_ended_locked()) {  // no MPI call (watched_peer_gone_locked)
         break_channel_locked();
         return;
       }
@@ -433,7 +445,7 @@ class MpiCrossWorker final : public CrossWorker {
     // communicator of the program's.
     world_ = !options.mpi_communicator.has_value();
     if (size_ > 1) start_shared_memory(shared_memory_wanted(options), deadline);
-    if (size_ > 1 && shm_ == nullptr) {
+    if (size_ > 1 && shm_ == nullptr && process_watch_wanted()) {
       // Workers that talk over MPI messages (on several hosts, usually over
       // TCP) watch each other's processes through connections of their own:
       // MPI does not report a peer that died (transport/peer_watch.h).
@@ -456,6 +468,14 @@ class MpiCrossWorker final : public CrossWorker {
     return options.shared_memory;
   }
 
+  // The process watch, unless DISTRIBUTE_PROCESS_WATCH=0 (for measuring
+  // its cost; a dead peer is then noticed at the deadline, if Open MPI
+  // has not ended the job first). Every worker must agree: set it alike.
+  static bool process_watch_wanted() {
+    const char* env = std::getenv("DISTRIBUTE_PROCESS_WATCH");
+    return env == nullptr || std::string(env) != "0";
+  }
+
   // When every worker wants it and runs on this host: worker 0 creates a
   // segment, the others map it, and once all have (or one could not: then
   // MPI carries everything, as before) its name is removed. Every worker
@@ -467,6 +487,10 @@ class MpiCrossWorker final : public CrossWorker {
     const std::string key = std::string(wanted && !host.empty() ? "1|" : "0|") + host;
     const auto as_bytes = [](const std::string& text) { return std::as_bytes(std::span(text)); };
     const auto keys = all_gather("start-up (host check)", as_bytes(key), deadline, never);
+    const auto host_of = [](std::span<const std::byte> k) { return k.size() < 2 ? k : k.subspan(2); };
+    several_hosts_ = host.empty() || std::ranges::any_of(keys, [&](const auto& k) {
+                       return !std::ranges::equal(host_of(k), host_of(as_bytes(key)));
+                     });
     for (const auto& k : keys) {
       // Workers on several hosts, or one that does not want the segment: MPI.
       if (key[0] != '1' || !std::ranges::equal(k, as_bytes(key))) return;
@@ -737,7 +761,8 @@ class MpiCrossWorker final : public CrossWorker {
         throw UnavailableError(msg);
       }
     }
-    if (watch_ != nullptr && !broken_ && !closed_) {
+    // (On one host the waits look often enough: no poll() per call.)
+    if (watch_ != nullptr && several_hosts_ && !broken_ && !closed_) {
       if (std::optional<std::string> gone = watched_peer_gone_locked()) {
         const std::string msg = std::string("cross-worker ") + what + " on worker " + std::to_string(rank_) +
                                 " failed: " + *gone;
@@ -799,16 +824,29 @@ class MpiCrossWorker final : public CrossWorker {
     for (unsigned round = 0;; ++round) {
       {
         MutexLock lock(process_.mutex());
-        if (watch_ != nullptr) {
-          // Did a peer's process end? Looked at before MPI's progress, which
-          // may meet the broken connection first and stall in Open MPI's
-          // error handling (one poll() a round: these are network waits).
+        if (watch_ != nullptr && (several_hosts_ || (round % 64) == 63)) {
+          // Did a peer's process end? Across hosts, looked at before every
+          // MPI progress call: Open MPI's TCP transport may meet the broken
+          // connection first and end the process (one poll() a round: these
+          // are network waits). On one host (MPI's shared-memory transport
+          // does not notice a death), every 64 rounds.
           if (std::optional<std::string> gone = watched_peer_gone_locked()) {
-            // No MPI call from here on (see watched_peer_gone_locked): the
-            // requests are left as they are, never progressed again.
             const std::string msg = std::string("cross-worker ") + what + " on worker " + std::to_string(rank_) +
                                     " failed: " + *gone;
-            break_channel_locked(msg);
+            if (mpi_quiet_) {
+              // A death: no MPI call from here on (watched_peer_gone_locked);
+              // the requests are left as they are, never progressed again.
+              break_channel_locked(msg);
+              throw UnavailableError(msg);
+            }
+            // A report or a departure can overtake this step's last data:
+            // as for an MPI report, a short grace, then the report is kept
+            // for the next collective.
+            if (complete_within_grace_locked(requests)) {
+              kept_report_ = *gone;
+              return;
+            }
+            abandon_locked(requests, msg);
             throw UnavailableError(msg);
           }
         }
@@ -905,15 +943,9 @@ class MpiCrossWorker final : public CrossWorker {
     MPI_Get_count(&status, MPI_CHAR, &length);
     std::string text(static_cast<std::size_t>(std::max(length, 0)), '\0');
     MPI_Recv(text.data(), length, MPI_CHAR, status.MPI_SOURCE, failure_tag_, control_, MPI_STATUS_IGNORE);
-    // (At least one test after the grace, however long this thread was
-    // descheduled.)
-    const auto grace_end = Clock::now() + std::chrono::milliseconds(10);
-    for (bool last = false; !last;) {
-      last = Clock::now() >= grace_end;
-      if (test_locked(requests)) {
-        kept_report_ = "worker " + std::to_string(status.MPI_SOURCE) + " reported a failure (" + text + ")";
-        return;
-      }
+    if (complete_within_grace_locked(requests)) {
+      kept_report_ = "worker " + std::to_string(status.MPI_SOURCE) + " reported a failure (" + text + ")";
+      return;
     }
     const std::string msg = std::string("cross-worker ") + what + " on worker " +
                             std::to_string(rank_) + " failed: worker " + std::to_string(status.MPI_SOURCE) +
@@ -922,16 +954,20 @@ class MpiCrossWorker final : public CrossWorker {
     throw UnavailableError(msg);
   }
 
-  // What the process watch saw of a peer that ended or left, if anything.
-  // Once it saw one, this worker makes no more MPI calls: any call that
-  // drives Open MPI's progress may meet the broken connection and end the
-  // process (ob1 aborts on a transport error) before the error is raised.
-  // The others learn of the death from their own watch; at exit the job is
-  // aborted (MpiProcess).
+  // What the process watch saw of a peer that ended, reported a failure or
+  // left, if anything. Once it saw one end, this process makes no more MPI
+  // calls: any call that drives Open MPI's progress may meet the broken
+  // connection and end the process (ob1 aborts on a transport error)
+  // before the error is raised. The others learn of the death from their
+  // own watch; at exit the job is aborted (MpiProcess). (A peer that
+  // reported or left is still there, in MPI_Finalize or before its abort.)
   std::optional<std::string> watched_peer_gone_locked() REQUIRES(process_.mutex()) {
     const std::optional<PeerWatch::Event> event = watch_->check();
     if (!event.has_value()) return std::nullopt;
-    mpi_quiet_ = true;
+    if (event->kind == PeerWatch::Kind::kEnded) {
+      mpi_quiet_ = true;
+      process_.mark_peer_lost(event->who);
+    }
     // (Worded as the MPI messages and the segment's watch word them.)
     const std::string worker = "worker " + std::to_string(event->worker);
     if (event->kind == PeerWatch::Kind::kLeft) {
@@ -941,6 +977,23 @@ class MpiCrossWorker final : public CrossWorker {
     if (event->kind == PeerWatch::Kind::kFailed) return worker + " reported a failure (" + event->report + ")";
     return event->who + " ended without reporting a failure (killed or crashed: its connection to this worker "
                         "closed)";
+  }
+
+  // Whether a peer's process ended (looked at now): then no MPI call.
+  bool peer_ended_locked() REQUIRES(process_.mutex()) {
+    if (watch_ != nullptr && !mpi_quiet_) (void)watched_peer_gone_locked();
+    return mpi_quiet_;
+  }
+
+  // Whether `requests` complete within 10 ms (at least one test after the
+  // grace, however long this thread was descheduled).
+  bool complete_within_grace_locked(Requests& requests) {
+    const auto grace_end = Clock::now() + std::chrono::milliseconds(10);
+    for (bool last = false; !last;) {
+      last = Clock::now() >= grace_end;
+      if (test_locked(requests)) return true;
+    }
+    return false;
   }
 
   void abandon(Requests& requests, const std::string& reason) {
@@ -1005,8 +1058,9 @@ class MpiCrossWorker final : public CrossWorker {
   std::unique_ptr<ShmChannel> shm_;  // every worker on this host: collectives through shared memory
   // Otherwise the peers' processes are watched; set at start-up, then used
   // under process_.mutex().
-  std::unique_ptr<PeerWatch> watch_;
-  bool mpi_quiet_ = false;  // the watch saw a peer end: no more MPI calls
+  std::unique_ptr<PeerWatch> watch_ GUARDED_BY(process_.mutex());
+  bool mpi_quiet_ GUARDED_BY(process_.mutex()) = false;  // the watch saw a peer end: no more MPI calls
+  bool several_hosts_ = true;  // the workers are not all on this host (or it is not known)
 };
 
 }  // namespace

@@ -16,6 +16,7 @@
 #include <cstring>
 #include <mutex>
 #include <random>
+#include <exception>
 #include <thread>
 
 #include "distribute/errors.h"
@@ -109,6 +110,8 @@ Card decode(std::span<const std::byte> in, int worker) {
   c.host.assign(reinterpret_cast<const char*>(in.data() + at), length);
   return c;
 }
+
+struct TimedOut {};  // the start-up deadline passed (named once both sides ended)
 
 struct Hello {
   std::uint32_t magic;
@@ -354,8 +357,9 @@ std::unique_ptr<PeerWatch> PeerWatch::start(int rank, int size, const Exchange& 
   const std::uint64_t token = cards[0].token;
   std::vector<Peer> peers(static_cast<std::size_t>(size));
   for (int w = 0; w < size; ++w) {
-    peers[static_cast<std::size_t>(w)].who = "worker " + std::to_string(w) + " (host " + cards[static_cast<std::size_t>(w)].host +
-                                             ", pid " + std::to_string(cards[static_cast<std::size_t>(w)].pid) + ")";
+    const Card& c = cards[static_cast<std::size_t>(w)];
+    peers[static_cast<std::size_t>(w)].who =
+        "worker " + std::to_string(w) + " (pid " + std::to_string(c.pid) + ", host " + c.host + ")";
   }
   std::vector<Fd> fds(static_cast<std::size_t>(size));
   auto timed_out = [&] {
@@ -378,49 +382,76 @@ std::unique_ptr<PeerWatch> PeerWatch::start(int rank, int size, const Exchange& 
                                  "in MultiWorkerOptions)");
   };
 
-  // To every lower worker, its addresses in order, until one answers as it.
-  for (int p = 0; p < rank; ++p) {
-    const Card& c = cards[static_cast<std::size_t>(p)];
-    while (fds[static_cast<std::size_t>(p)].get() < 0) {
-      for (std::uint32_t address : c.addresses) {
-        const auto end = std::min(deadline, Clock::now() + std::chrono::seconds(2));
-        Fd fd = connect_to(address, c.port, end);
-        if (fd.get() < 0) continue;
-        const Hello hello{kMagic, static_cast<std::uint32_t>(p), token, static_cast<std::uint32_t>(rank), 0};
-        Hello answer{};
-        if (!send_all(fd.get(), &hello, sizeof hello, end) || !recv_all(fd.get(), &answer, sizeof answer, end)) {
+  // From every higher worker, on a thread of its own, so that the answers
+  // do not wait for this worker's own connects (a connector gives up on an
+  // answer after 2 s); a connection that is not one of them is dropped.
+  std::exception_ptr accept_error;
+  std::thread acceptor([&] {
+    try {
+      for (int accepted = 0; accepted < size - 1 - rank;) {
+        if (!wait_for(listener.get(), POLLIN, deadline)) throw TimedOut{};
+        Fd fd(::accept4(listener.get(), nullptr, nullptr, SOCK_NONBLOCK | SOCK_CLOEXEC));
+        if (fd.get() < 0) {
+          std::this_thread::sleep_for(std::chrono::milliseconds(10));  // (out of descriptors: not a spin)
           continue;
         }
-        if (answer.magic == kMagic && answer.token == token && answer.from == static_cast<std::uint32_t>(p) &&
-            answer.to == static_cast<std::uint32_t>(rank)) {
-          fds[static_cast<std::size_t>(p)] = std::move(fd);
-          break;
+        const auto end = std::min(deadline, Clock::now() + std::chrono::seconds(2));
+        Hello hello{};
+        if (!recv_all(fd.get(), &hello, sizeof hello, end)) continue;
+        if (hello.magic != kMagic || hello.token != token || hello.to != static_cast<std::uint32_t>(rank) ||
+            hello.from <= static_cast<std::uint32_t>(rank) || hello.from >= static_cast<std::uint32_t>(size) ||
+            fds[hello.from].get() >= 0) {
+          continue;
         }
+        const Hello answer{kMagic, hello.from, token, static_cast<std::uint32_t>(rank), 0};
+        if (!send_all(fd.get(), &answer, sizeof answer, end)) continue;
+        const int one = 1;
+        ::setsockopt(fd.get(), IPPROTO_TCP, TCP_NODELAY, &one, sizeof one);
+        fds[hello.from] = std::move(fd);
+        ++accepted;
       }
-      if (fds[static_cast<std::size_t>(p)].get() >= 0) break;
-      if (Clock::now() >= deadline) throw timed_out();
-      std::this_thread::sleep_for(std::chrono::milliseconds(50));
+    } catch (...) {
+      accept_error = std::current_exception();
     }
+  });
+  // To every lower worker, its addresses in order, until one answers as it.
+  std::exception_ptr connect_error;
+  try {
+    for (int p = 0; p < rank; ++p) {
+      const Card& c = cards[static_cast<std::size_t>(p)];
+      while (fds[static_cast<std::size_t>(p)].get() < 0) {
+        for (std::uint32_t address : c.addresses) {
+          const auto end = std::min(deadline, Clock::now() + std::chrono::seconds(2));
+          Fd fd = connect_to(address, c.port, end);
+          if (fd.get() < 0) continue;
+          const Hello hello{kMagic, static_cast<std::uint32_t>(p), token, static_cast<std::uint32_t>(rank), 0};
+          Hello answer{};
+          if (!send_all(fd.get(), &hello, sizeof hello, end) || !recv_all(fd.get(), &answer, sizeof answer, end)) {
+            continue;
+          }
+          if (answer.magic == kMagic && answer.token == token && answer.from == static_cast<std::uint32_t>(p) &&
+              answer.to == static_cast<std::uint32_t>(rank)) {
+            fds[static_cast<std::size_t>(p)] = std::move(fd);
+            break;
+          }
+        }
+        if (fds[static_cast<std::size_t>(p)].get() >= 0) break;
+        if (Clock::now() >= deadline) throw TimedOut{};
+        std::this_thread::sleep_for(std::chrono::milliseconds(50));
+      }
+    }
+  } catch (...) {
+    connect_error = std::current_exception();
   }
-  // From every higher one; a connection that is not one of them is dropped.
-  for (int accepted = 0; accepted < size - 1 - rank;) {
-    if (!wait_for(listener.get(), POLLIN, deadline)) throw timed_out();
-    Fd fd(::accept4(listener.get(), nullptr, nullptr, SOCK_NONBLOCK | SOCK_CLOEXEC));
-    if (fd.get() < 0) continue;
-    const auto end = std::min(deadline, Clock::now() + std::chrono::seconds(2));
-    Hello hello{};
-    if (!recv_all(fd.get(), &hello, sizeof hello, end)) continue;
-    if (hello.magic != kMagic || hello.token != token || hello.to != static_cast<std::uint32_t>(rank) ||
-        hello.from <= static_cast<std::uint32_t>(rank) || hello.from >= static_cast<std::uint32_t>(size) ||
-        fds[hello.from].get() >= 0) {
-      continue;
+  acceptor.join();
+  // (The message reads every connection: after both sides ended.)
+  for (const std::exception_ptr& error : {connect_error, accept_error}) {
+    if (!error) continue;
+    try {
+      std::rethrow_exception(error);
+    } catch (const TimedOut&) {
+      throw timed_out();
     }
-    const Hello answer{kMagic, hello.from, token, static_cast<std::uint32_t>(rank), 0};
-    if (!send_all(fd.get(), &answer, sizeof answer, end)) continue;
-    const int one = 1;
-    ::setsockopt(fd.get(), IPPROTO_TCP, TCP_NODELAY, &one, sizeof one);
-    fds[hello.from] = std::move(fd);
-    ++accepted;
   }
   for (int w = 0; w < size; ++w) {
     const int fd = fds[static_cast<std::size_t>(w)].release();
@@ -432,8 +463,10 @@ std::unique_ptr<PeerWatch> PeerWatch::start(int rank, int size, const Exchange& 
 PeerWatch::~PeerWatch() { leave(); }
 
 std::optional<PeerWatch::Event> PeerWatch::check() {
-  std::vector<pollfd> fds;
-  std::vector<std::size_t> which;
+  std::vector<pollfd>& fds = poll_fds_;
+  std::vector<std::size_t>& which = poll_which_;
+  fds.clear();
+  which.clear();
   for (std::size_t w = 0; w < peers_.size(); ++w) {
     if (peers_[w].fd < 0 || peers_[w].gone) continue;
     fds.push_back(pollfd{peers_[w].fd, POLLIN, 0});
@@ -488,6 +521,7 @@ void PeerWatch::report(const std::string& text) noexcept {
   reported_ = true;
   std::string frame(1, kFailed);
   frame += text.substr(0, kReportBytes - 1);
+  std::replace(frame.begin(), frame.end(), '\0', ' ');  // (the frame's end)
   frame.push_back('\0');
   for (Peer& peer : peers_) {
     if (peer.fd >= 0) (void)::send(peer.fd, frame.data(), frame.size(), MSG_NOSIGNAL | MSG_DONTWAIT);

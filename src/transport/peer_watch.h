@@ -1,52 +1,59 @@
 // PeerWatch: notices at once that another worker's process ended, for
-// workers that talk over a network (issue 15).
+// workers that talk over MPI messages (issue 15).
 //
-// Open MPI's TCP transport does not report a peer that died: its requests
-// just never complete, so a survivor learns of it only at its collective
-// deadline (60 s by default). Workers on one host watch each other's
-// processes through the shared-memory segment (ShmChannel, a pidfd); workers
-// on several hosts keep one TCP connection per pair of workers instead,
+// Open MPI does not report a peer that died in a way the library can catch:
+// over shared memory its requests just never complete (a survivor learns of
+// it at its collective deadline, 60 s by default), and over TCP its ob1
+// layer ends the survivor's process when it meets the broken connection
+// (often before mpirun ends the job). Workers that share the host's
+// shared-memory segment watch each other's processes there (ShmChannel, a
+// pidfd); the others keep one TCP connection per pair of workers instead,
 // opened at start-up and idle afterwards. The kernel closes a process's
 // sockets when it ends, however it ends (SIGKILL, a crash, the OOM killer),
-// and the peer's side of the connection then reads end-of-file: a
-// survivor's wait polls its connections about once a millisecond and
-// raises UnavailableError naming the worker. A worker that fails writes its
-// failure report on its connections (the others may not be able to read
-// MPI's any more: see below), and one that leaves in order (its strategy
-// destroyed) one byte, so that the others can tell a report or a departure
-// from a death. A host that vanishes without closing
-// anything (power, a cut link) sends nothing: the collective deadline
-// remains the bound for that.
+// and the peer's side then reads end-of-file: MpiCrossWorker looks at the
+// connections while it waits (before every MPI progress call when the
+// workers span hosts, every 64 polls on one host) and at the start of every
+// collective (across hosts), raises UnavailableError naming the worker, and
+// from then on makes no MPI call at all (any call that drives Open MPI's
+// progress could meet the broken connection and end the process). A worker
+// that fails writes its failure report on its connections too, and one
+// that leaves in order (its strategy destroyed) one byte, so that the
+// others can tell a report or a departure from a death. A host that
+// vanishes without closing anything (power, a cut link) sends nothing: the
+// collective deadline remains the bound for that.
+//
+// Which end-of-file a survivor reads first matters. A dying process's
+// descriptors are closed in ascending order, so the connections move onto
+// low descriptors reserved before MPI opened any (reserve_descriptors,
+// called before MPI_Init), and their end-of-file reaches the survivors
+// first. (When the program initialized MPI itself nothing is reserved and
+// the race is lost more often; a worker that outlives its Open MPI daemon
+// is ended by Open MPI, which closes its MPI connections before these.)
 //
 // Start-up: every worker listens on a port of its own (any address), and an
 // all_gather (the caller's, over MPI) gives everyone each worker's port, its
 // addresses (IPv4, up, not loopback; when OMPI_MCA_btl_tcp_if_include, or
 // else OMPI_MCA_oob_tcp_if_include, is set, only the addresses inside the
 // subnets or on the interfaces it names, those Open MPI was told to use;
-// 127.0.0.1 last), its
-// host name and pid, and worker 0's random token. Worker w connects to every
-// lower worker, trying its addresses in order, and accepts the higher
-// ones; both ends check a hello carrying the token and both ranks, so a
-// connection that reaches another job's or another namespace's port is
-// dropped and the next address tried. All of it is bounded by the start-up
-// deadline (DeadlineExceededError naming the workers not connected).
+// then 127.0.0.1 unless already there), its host name and pid, and worker
+// 0's random token. Worker w connects to every lower worker, trying its
+// addresses in order, while a thread accepts the higher ones; both ends
+// check a hello carrying the token and both ranks, so a connection that
+// reaches another job's or another namespace's port is dropped and the next
+// address tried. All of it is bounded by the start-up deadline
+// (DeadlineExceededError naming the workers not connected, and where this
+// one tried to reach them).
 //
-// Which end-of-file a survivor reads first matters: Open MPI's TCP
-// transport meets its own broken connection inside MPI's progress and ends
-// the process (ob1 aborts on a transport error), so the watch must see its
-// end-of-file first. A dying process's descriptors are closed in ascending
-// order, so the connections move onto low descriptors reserved before MPI
-// opened any (reserve_descriptors, called before MPI_Init), and a waiting
-// worker looks at them before every MPI progress call. (When the program
-// initialized MPI itself, nothing is reserved and the race is lost more
-// often: the job still ends, through Open MPI.)
-//
-// While it runs, a process that has a PeerWatch has SIGPIPE ignored (set
-// when its disposition was the default, as Python does for every program):
-// Open MPI's TCP transport writes to a dead peer's socket without
-// MSG_NOSIGNAL, and the default action would end the survivor before it
-// could raise. Not thread-safe: the owner serializes calls.
+// From the first PeerWatch on, the process has SIGPIPE ignored (set when
+// its disposition was the default, as Python does for every program, and
+// never restored): Open MPI's TCP transport writes to a dead peer's socket
+// without MSG_NOSIGNAL, and the default action would end the survivor
+// before it could raise. The descriptors are close-on-exec; a child forked
+// without exec keeps them, and its parent's death is then seen only when
+// the child ends too. Not thread-safe: the owner serializes calls.
 #pragma once
+
+#include <poll.h>
 
 #include <chrono>
 #include <cstddef>
@@ -109,6 +116,8 @@ class PeerWatch {
 
   std::vector<Peer> peers_;  // indexed by worker; this worker's entry unused
   bool reported_ = false;
+  std::vector<pollfd> poll_fds_;  // check()'s, kept (it runs every round of a wait)
+  std::vector<std::size_t> poll_which_;
 };
 
 }  // namespace distribute::internal

@@ -47,7 +47,7 @@ case $mode in
   exit) expect UNAVAILABLE "worker 1 reported a failure (worker 1 left: its MultiWorkerMirroredStrategy was destroyed" 0 1000 ;;
   stuck) expect DEADLINE_EXCEEDED "nothing received from worker(s) [1]" 1900 4000 ;;
   kill) ;;
-  kill_detect) expect UNAVAILABLE "worker 1 (" 0 1000
+  kill_detect) expect UNAVAILABLE "worker 1 (pid " 0 1000
                grep -qF "ended without reporting a failure (killed or crashed" <<<"$out" || fail "no death message" ;;
   *) fail "unknown mode" ;;
 esac

@@ -17,15 +17,19 @@
 #                   worker 1 within the 3 s collective deadline (+2 s)
 #     kill_host     host 1's worker is killed (SIGKILL) mid-run
 #     kill_daemon   every process of host 1 is killed, Open MPI's daemon too
-#                   In both, every other worker raises UnavailableError
-#                   naming worker 1 within 1 s of its next all_reduce's
+#                   In both, the other workers raise UnavailableError
+#                   naming worker 1 within 1 s of their next all_reduce's
 #                   start (the library's own connection to worker 1 closed:
 #                   src/transport/peer_watch.h), and the job ends with a
-#                   non-zero status within 20 s (mpirun then ends it).
-#                   Except, in kill_daemon, worker 0: mpirun runs on its
-#                   host and, once it loses a daemon, ends the workers
-#                   there itself, sometimes before worker 0 raises (Open
-#                   MPI 4.1.4).
+#                   non-zero status within 20 s (mpirun then ends it). At
+#                   least one must; a survivor may instead be ended by Open
+#                   MPI first: by mpirun, which on losing a daemon ends the
+#                   workers of its own host (host 0) at once, or by Open
+#                   MPI's TCP transport, when a survivor descheduled between
+#                   its look at the watch and its next MPI call (3 workers
+#                   on these 2 cores) finds both connections broken and MPI
+#                   meets its own first (worker 0 in 1 run of 8 of
+#                   kill_host with 3 hosts, 2026-12-05).
 #     never_starts  worker 1 starts 6 s late (its program sleeps before
 #                   creating the strategy): worker 0 raises
 #                   DeadlineExceededError naming worker 1 by its 2 s
@@ -103,16 +107,17 @@ case $case in
         for pid in $(ip netns pids "${tag}h1"); do
           case $case:$(cat "/proc/$pid/comm" 2>/dev/null) in kill_daemon:*|kill_host:multi_worker*) victims+=("$pid") ;; esac
         done
+        [ "${#victims[@]}" -gt 0 ] || { show; fail "no process of host 1 to kill"; }
         kill -9 "${victims[@]}"
         start=$SECONDS
         wait "$job"
         status=$?
         [ "$status" -ne 0 ] || { show; fail "the job ended with status 0 after a host's processes were killed"; }
         [ $((SECONDS - start)) -lt 20 ] || { show; fail "the job took $((SECONDS - start)) s to end"; }
+        # At least one survivor raised; any that did named worker 1; the
+        # others were ended by Open MPI first (see the cases above).
         grep -qE "^worker [0-9]+: UNAVAILABLE after" "$work/out" || { show; fail "no survivor raised UnavailableError"; }
-        # mpirun runs on host 0: when it loses a daemon it ends host 0's
-        # workers itself, at once, and worker 0 may not get to raise.
-        if [ "$case" = kill_daemon ]; then expect_blame 1000 0; else expect_blame 1000; fi
+        expect_blame 1000 $(seq 0 $((hosts - 1)))
         show
         echo "PASS ($case, $hosts hosts)"
         exit 0 ;;
