@@ -25,22 +25,18 @@ inline std::vector<std::string> cpus(int n) {
   return devices;
 }
 
-// Threads meeting by spinning: the latency floor of any collective between
-// two cores (one cache-line hand-off each way).
-class SpinBarrier {
+// Threads meeting at a counter, each waiting by `Wait::wait()` in a loop.
+template <class Wait>
+class CountingBarrier {
  public:
-  explicit SpinBarrier(int n) : n_(n) {}
+  explicit CountingBarrier(int n) : n_(n) {}
   void arrive_and_wait() {
     const int phase = phase_.load(std::memory_order_acquire);
     if (count_.fetch_add(1, std::memory_order_acq_rel) + 1 == n_) {
       count_.store(0, std::memory_order_relaxed);
       phase_.store(phase + 1, std::memory_order_release);
     } else {
-      while (phase_.load(std::memory_order_acquire) == phase) {
-#if defined(__x86_64__)
-        __builtin_ia32_pause();
-#endif
-      }
+      while (phase_.load(std::memory_order_acquire) == phase) Wait::wait();
     }
   }
 
@@ -50,27 +46,24 @@ class SpinBarrier {
   alignas(64) std::atomic<int> phase_{0};
 };
 
+struct PauseWait {
+  static void wait() {
+#if defined(__x86_64__)
+    __builtin_ia32_pause();
+#endif
+  }
+};
+struct YieldWait {
+  static void wait() { std::this_thread::yield(); }
+};
+
+// Threads meeting by spinning: the latency floor of any collective between
+// two cores (one cache-line hand-off each way).
+using SpinBarrier = CountingBarrier<PauseWait>;
 // Threads meeting by spinning with sched_yield() in between: the floor of a
 // meeting of more threads than cores without sleeping in the kernel (each
 // round gives the core to a thread that has not arrived yet).
-class YieldBarrier {
- public:
-  explicit YieldBarrier(int n) : n_(n) {}
-  void arrive_and_wait() {
-    const int phase = phase_.load(std::memory_order_acquire);
-    if (count_.fetch_add(1, std::memory_order_acq_rel) + 1 == n_) {
-      count_.store(0, std::memory_order_relaxed);
-      phase_.store(phase + 1, std::memory_order_release);
-    } else {
-      while (phase_.load(std::memory_order_acquire) == phase) std::this_thread::yield();
-    }
-  }
-
- private:
-  const int n_;
-  alignas(64) std::atomic<int> count_{0};
-  alignas(64) std::atomic<int> phase_{0};
-};
+using YieldBarrier = CountingBarrier<YieldWait>;
 
 // One iteration = one meeting of the benchmark thread and a partner thread
 // at `barrier` (the partner arrives exactly as many times).

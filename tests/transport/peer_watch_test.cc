@@ -196,35 +196,31 @@ TEST(PeerWatch, AStrayConnectionToAListenerIsDroppedAndTheWorkerStillConnects) {
   ::close(stray_fd);
 }
 
-TEST(PeerWatch, AWorkerThatCannotBeReachedEndsTheStartUpAtTheDeadlineNamingIt) {
-  // Worker 0 takes part in the exchange but listens nowhere: worker 1
-  // tries its address until the deadline.
+// Starts worker `rank` of 2 while the other one only takes part in the
+// exchange, with unreachable_card(): expects DeadlineExceededError at the
+// 300 ms deadline, its message containing `expected`.
+void expect_startup_deadline(int rank, const std::string& expected) {
   Gather gather(2);
-  std::thread absent([&] { gather.for_worker(0)(unreachable_card()); });
+  std::thread absent([&] { gather.for_worker(1 - rank)(unreachable_card()); });
   const auto start = PeerWatch::Clock::now();
   try {
-    PeerWatch::start(1, 2, gather.for_worker(1), start + 300ms);
+    PeerWatch::start(rank, 2, gather.for_worker(rank), start + 300ms);
     ADD_FAILURE() << "expected DeadlineExceededError";
   } catch (const DeadlineExceededError& e) {
-    EXPECT_NE(std::string(e.what()).find("worker(s) [0 at port 1 of 127.0.0.1]"), std::string::npos) << e.what();
+    EXPECT_NE(std::string(e.what()).find(expected), std::string::npos) << e.what();
   }
   EXPECT_LT(PeerWatch::Clock::now() - start, 3s);
   absent.join();
 }
 
+TEST(PeerWatch, AWorkerThatCannotBeReachedEndsTheStartUpAtTheDeadlineNamingIt) {
+  // Worker 0 listens nowhere: worker 1 tries its address until the deadline.
+  expect_startup_deadline(1, "worker(s) [0 at port 1 of 127.0.0.1]");
+}
+
 TEST(PeerWatch, AWorkerThatNeverConnectsEndsTheStartUpAtTheDeadlineNamingIt) {
-  // Worker 1 takes part in the exchange but never connects to worker 0.
-  Gather gather(2);
-  std::thread absent([&] { gather.for_worker(1)(unreachable_card()); });
-  const auto start = PeerWatch::Clock::now();
-  try {
-    PeerWatch::start(0, 2, gather.for_worker(0), start + 300ms);
-    ADD_FAILURE() << "expected DeadlineExceededError";
-  } catch (const DeadlineExceededError& e) {
-    EXPECT_NE(std::string(e.what()).find("worker(s) [1]"), std::string::npos) << e.what();
-  }
-  EXPECT_LT(PeerWatch::Clock::now() - start, 3s);
-  absent.join();
+  // Worker 1 never connects to worker 0.
+  expect_startup_deadline(0, "worker(s) [1]");
 }
 
 TEST(PeerWatch, AMalformedCardIsUnavailableErrorNamingItsWorker) {
