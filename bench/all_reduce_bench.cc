@@ -2,6 +2,9 @@
 // measured in the same run:
 //   BM_SpinMeeting        two threads meeting at a spinning barrier (the
 //                         latency floor of a collective between two cores)
+//   BM_YieldMeeting/4     four threads meeting at a barrier that spins with
+//                         sched_yield (the floor of a 4-replica all_reduce
+//                         on 2 cores that does not sleep in the kernel)
 //   BM_Copy/S             one thread copying S bytes (STREAM-like copy)
 //   BM_TwoThreadInPlace/S two threads, each summing its half of two S-byte
 //                         buffers and writing the result into both (the
@@ -21,7 +24,9 @@
 //                         all_reduce itself uses the fastest variant, or
 //                         DISTRIBUTE_REDUCE_ISA's)
 // Time per iteration is one all_reduce; bytes_per_second counts S (one
-// replica's tensor: the algorithm bandwidth). Results are checked.
+// replica's tensor: the algorithm bandwidth); cpu_us (BM_AllReduce,
+// BM_YieldMeeting) is the whole process's CPU time per iteration, every
+// thread's. Results are checked.
 #include <benchmark/benchmark.h>
 
 #include <algorithm>

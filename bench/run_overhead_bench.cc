@@ -1,14 +1,15 @@
-// The cost of Strategy::run of a trivial function, against two bare
+// The cost of Strategy::run of a trivial function, against three bare
 // references measured in the same run:
 //   BM_StdBarrier   two threads meeting at a std::barrier (spins, then futex)
 //   BM_SpinBarrier  two threads meeting at a spinning barrier
 //   BM_YieldBarrier/4  four threads (on this 2-core machine: more than
 //                   cores) meeting at a barrier that spins with sched_yield,
 //                   the floor of BM_Run/4 without sleeping in the kernel
-// (one iteration = one meeting, like one run() call). The counter cpu_us is
-// the whole process's CPU time per iteration (every thread's).
-// and the CPU that idle replica threads use (BM_IdleReplicaCpu: CPU seconds
-// per wall second of a 4-replica strategy left idle, after a run).
+// (one iteration = one meeting, like one run() call), and the CPU that idle
+// replica threads use (BM_IdleReplicaCpu: CPU seconds per wall second of a
+// 4-replica strategy left idle, after a run). The counter cpu_us of BM_Run
+// and BM_YieldBarrier is the whole process's CPU time per iteration (every
+// thread's).
 //
 // Every run() result is checked (the replicas must return their ids), so a
 // broken dispatch cannot look fast.

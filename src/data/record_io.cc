@@ -88,10 +88,11 @@ bool InputFile::fill() {
   // again by a later call).
   buffer_.clear();
   pos_ = 0;
-  std::string next(chunk_, '\0');
+  std::string& next = spare_;  // (its capacity kept from earlier fills)
+  next.resize(chunk_);
   const std::size_t produced = inflater_ == nullptr ? read_file(next.data(), chunk_) : inflate_into(next);
   next.resize(produced);
-  buffer_.swap(next);
+  buffer_.swap(next);  // the consumed buffer is the next spare
   return produced > 0;
 }
 

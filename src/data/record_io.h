@@ -61,6 +61,7 @@ class InputFile {
   std::string name_;
   std::size_t chunk_;
   std::string buffer_;  // stream bytes [offset_ - pos_, offset_ - pos_ + size)
+  std::string spare_;   // the previous buffer, filled next (no allocation per fill)
   std::size_t pos_ = 0;
   std::uint64_t offset_ = 0;
   std::unique_ptr<Inflater> inflater_;  // with compression only

@@ -169,8 +169,11 @@ class MpiProcess {
   void mark_broken() { broken_ = true; }
   // A worker's process ended (seen by a process watch): MPI is not used
   // again by this process (transport/peer_watch.h).
+  // At exit the job is then aborted, not finalized (as after a broken
+  // channel).
   void mark_peer_lost(const std::string& who) REQUIRES(mutex_) {
     if (peer_lost_.empty()) peer_lost_ = who;
+    broken_ = true;
   }
 
   // One MultiWorkerMirroredStrategy at a time: the next one's number (every
@@ -252,7 +255,7 @@ class MpiCrossWorker final : public CrossWorker {
     MPI_Finalized(&finalized);
     // A broken channel's requests, or a leaving notice still in flight, may
     // still use the communicators: they are left to MPI.
-    if (finalized != 0 || broken_ || keep_communicators_) return;
+    if (finalized != 0 || broken_ || mpi_quiet_ || keep_communicators_) return;
     if (data_ != MPI_COMM_NULL) MPI_Comm_free(&data_);
     if (control_ != MPI_COMM_NULL) MPI_Comm_free(&control_);
   }

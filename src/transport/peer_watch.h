@@ -11,9 +11,10 @@
 // opened at start-up and idle afterwards. The kernel closes a process's
 // sockets when it ends, however it ends (SIGKILL, a crash, the OOM killer),
 // and the peer's side then reads end-of-file: MpiCrossWorker looks at the
-// connections while it waits (before every MPI progress call when the
-// workers span hosts, every 64 polls on one host) and at the start of every
-// collective (across hosts), raises UnavailableError naming the worker, and
+// connections while it waits (once per round, before the round's MPI calls,
+// when the workers span hosts; every 64 rounds on one host) and at the
+// start of every collective (across hosts), raises UnavailableError naming
+// the worker, and
 // from then on makes no MPI call at all (any call that drives Open MPI's
 // progress could meet the broken connection and end the process). A worker
 // that fails writes its failure report on its connections too, and one
@@ -77,7 +78,7 @@ class PeerWatch {
   struct Event {
     int worker = -1;
     Kind kind = Kind::kEnded;  // its connection closed / it reported a failure / it left in order
-    std::string who;           // "worker 1 (host h, pid 123)"
+    std::string who;           // "worker 1 (pid 123, host h)"
     std::string report;        // kFailed: its report
   };
 
