@@ -18,6 +18,7 @@
 #include <cstdlib>
 #include <cstring>
 #include <map>
+#include <span>
 #include <stdexcept>
 #include <string>
 #include <vector>
@@ -81,8 +82,10 @@ class Files {
       ++f.elements;
     }
     std::FILE* out = std::fopen(f.path.c_str(), "wb");
-    if (out == nullptr || std::fwrite(content.data(), 1, content.size(), out) != content.size() ||
-        std::fclose(out) != 0) {
+    bool written = out != nullptr && std::fwrite(content.data(), 1, content.size(), out) == content.size();
+    if (out != nullptr) written = std::fclose(out) == 0 && written;
+    if (!written) {
+      std::remove(f.path.c_str());
       throw std::runtime_error("cannot write " + f.path);
     }
     f.bytes = content.size();
@@ -103,11 +106,18 @@ void BM_ReadFile(benchmark::State& state) {
   std::vector<char> buffer(256 << 10);
   for (auto _ : state) {
     std::FILE* in = std::fopen(f.path.c_str(), "rb");
+    if (in == nullptr) {
+      state.SkipWithError("cannot open the file");
+      break;
+    }
     std::setvbuf(in, nullptr, _IONBF, 0);
     std::size_t total = 0, got = 0;
     while ((got = std::fread(buffer.data(), 1, buffer.size(), in)) > 0) total += got;
     std::fclose(in);
-    if (total != f.bytes) throw std::logic_error("short read");
+    if (total != f.bytes) {
+      state.SkipWithError("short read");
+      break;
+    }
     benchmark::DoNotOptimize(buffer.data());
   }
   state.SetBytesProcessed(state.iterations() * static_cast<std::int64_t>(f.bytes));
@@ -121,7 +131,10 @@ void iterate(benchmark::State& state, const File& f, const dist::Dataset& ds) {
       benchmark::DoNotOptimize(e);
       ++n;
     }
-    if (n != f.elements) throw std::logic_error("expected " + std::to_string(f.elements) + " elements, got " + std::to_string(n));
+    if (n != f.elements) {
+      state.SkipWithError(("expected " + std::to_string(f.elements) + " elements, got " + std::to_string(n)).c_str());
+      break;
+    }
   }
   state.SetBytesProcessed(state.iterations() * static_cast<std::int64_t>(f.bytes));
   state.SetItemsProcessed(state.iterations() * f.elements);

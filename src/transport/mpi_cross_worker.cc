@@ -318,6 +318,7 @@ class MpiCrossWorker final : public CrossWorker {
     std::vector<std::vector<std::byte>> out(static_cast<std::size_t>(size_));
     Requests requests(data_tag_);
     MutexLock lock(process_.mutex());
+    throw_if_quiet_locked(what);
     for (int p = 0; p < size_; ++p) {
       auto& dst = out[static_cast<std::size_t>(p)];
       dst.resize(all[static_cast<std::size_t>(p)].count);
@@ -343,6 +344,7 @@ class MpiCrossWorker final : public CrossWorker {
     exchange_headers(what, mine, deadline, cancelled);
     Requests requests(data_tag_);
     MutexLock lock(process_.mutex());
+    throw_if_quiet_locked(what);
     if (rank_ == root) {
       for (int p = 0; p < size_; ++p) {
         if (p != rank_) requests.send(data, bytes, p, data_);
@@ -657,6 +659,7 @@ class MpiCrossWorker final : public CrossWorker {
       // messages small enough for MPI's eager protocol.
       exchange_headers(what, mine, deadline, cancelled);
       MutexLock lock(process_.mutex());
+      throw_if_quiet_locked(what);
       for (int p = 0; p < size_; ++p) {
         if (p == rank_) continue;
         for (std::size_t at = 0; at < bytes; at += kEagerBytes) {
@@ -670,6 +673,7 @@ class MpiCrossWorker final : public CrossWorker {
       // buffer is cut to this worker's size (MPI reports the truncation;
       // the headers name the mismatch).
       MutexLock lock(process_.mutex());
+      throw_if_quiet_locked(what);
       post_headers(mine, all, requests);
       for (int p = 0; p < size_; ++p) {
         if (p == rank_) continue;
@@ -696,6 +700,7 @@ class MpiCrossWorker final : public CrossWorker {
     {
       Requests requests(data_tag_);
       MutexLock lock(process_.mutex());
+      throw_if_quiet_locked(what);
       for (int p = 0; p < size_; ++p) {
         if (p == rank_) continue;
         const auto q = static_cast<std::size_t>(p);
@@ -712,6 +717,7 @@ class MpiCrossWorker final : public CrossWorker {
     });
     Requests requests(data_tag_);
     MutexLock lock(process_.mutex());
+    throw_if_quiet_locked(what);
     for (int p = 0; p < size_; ++p) {
       if (p == rank_) continue;
       const auto q = static_cast<std::size_t>(p);
@@ -796,6 +802,7 @@ class MpiCrossWorker final : public CrossWorker {
     Requests requests(data_tag_);
     {
       MutexLock lock(process_.mutex());
+      throw_if_quiet_locked(what);
       post_headers(mine, all, requests);
     }
     wait(what, requests, deadline, cancelled);
@@ -827,6 +834,7 @@ class MpiCrossWorker final : public CrossWorker {
     for (unsigned round = 0;; ++round) {
       {
         MutexLock lock(process_.mutex());
+        throw_if_quiet_locked(what);  // (a death seen by another thread: close, report_failure)
         if (watch_ != nullptr && (several_hosts_ || (round % 64) == 63)) {
           // Did a peer's process end? Across hosts, looked at before every
           // MPI progress call: Open MPI's TCP transport may meet the broken
@@ -903,6 +911,7 @@ class MpiCrossWorker final : public CrossWorker {
   // MPI mutex).
   bool test_every(Requests& requests) {
     MutexLock lock(process_.mutex());
+    if (mpi_quiet_) return false;  // (no MPI call: watched_peer_gone_locked)
     return test_every_locked(requests);
   }
   bool test_every_locked(Requests& requests) REQUIRES(process_.mutex()) {
@@ -937,7 +946,7 @@ class MpiCrossWorker final : public CrossWorker {
   // step's messages all arrive within a short grace (a report can overtake
   // the last data a peer sent before leaving): then the report is kept and
   // raised by the next collective.
-  void check_failure_reports_locked(const char* what, Requests& requests) {
+  void check_failure_reports_locked(const char* what, Requests& requests) REQUIRES(process_.mutex()) {
     int flag = 0;
     MPI_Status status;
     MPI_Iprobe(MPI_ANY_SOURCE, failure_tag_, control_, &flag, &status);
@@ -969,6 +978,8 @@ class MpiCrossWorker final : public CrossWorker {
     if (!event.has_value()) return std::nullopt;
     if (event->kind == PeerWatch::Kind::kEnded) {
       mpi_quiet_ = true;
+      quiet_reason_ = event->who + " ended without reporting a failure (killed or crashed: its connection to this "
+                                   "worker closed)";
       process_.mark_peer_lost(event->who);
     }
     // (Worded as the MPI messages and the segment's watch word them.)
@@ -980,6 +991,15 @@ class MpiCrossWorker final : public CrossWorker {
     if (event->kind == PeerWatch::Kind::kFailed) return worker + " reported a failure (" + event->report + ")";
     return event->who + " ended without reporting a failure (killed or crashed: its connection to this worker "
                         "closed)";
+  }
+
+  // After a death seen by the watch: UnavailableError, and no MPI call.
+  void throw_if_quiet_locked(const char* what) REQUIRES(process_.mutex()) {
+    if (!mpi_quiet_) return;
+    const std::string msg = std::string("cross-worker ") + what + " on worker " + std::to_string(rank_) +
+                            " failed: " + quiet_reason_;
+    break_channel_locked(msg);
+    throw UnavailableError(msg);
   }
 
   // Whether a peer's process ended (looked at now): then no MPI call.
@@ -1007,7 +1027,11 @@ class MpiCrossWorker final : public CrossWorker {
   // Gives up on a step: pending receives are cancelled (so that nothing is
   // written into the caller's buffers later), pending sends are left to MPI,
   // and the channel breaks.
-  void abandon_locked(Requests& requests, const std::string& reason) {
+  void abandon_locked(Requests& requests, const std::string& reason) REQUIRES(process_.mutex()) {
+    if (mpi_quiet_) {  // no MPI call (watched_peer_gone_locked): the requests stay as they are
+      break_channel_locked(reason);
+      return;
+    }
     for (std::size_t i = 0; i < requests.requests.size(); ++i) {
       MPI_Request& r = requests.requests[i];
       if (r == MPI_REQUEST_NULL) continue;
@@ -1063,6 +1087,7 @@ class MpiCrossWorker final : public CrossWorker {
   // under process_.mutex().
   std::unique_ptr<PeerWatch> watch_ GUARDED_BY(process_.mutex());
   bool mpi_quiet_ GUARDED_BY(process_.mutex()) = false;  // the watch saw a peer end: no more MPI calls
+  std::string quiet_reason_ GUARDED_BY(process_.mutex());  // which, and how
   bool several_hosts_ = true;  // the workers are not all on this host (or it is not known)
 };
 

@@ -26,6 +26,7 @@ namespace {
 
 constexpr std::uint32_t kMagic = 0x44505731;  // "DPW1"
 constexpr char kLeaving = 'L';
+constexpr char kAck = 'A';  // the connector kept the connection (start-up)
 constexpr char kFailed = 'F';  // then the report, then '\0'
 constexpr std::size_t kReportBytes = 2048;
 
@@ -405,6 +406,11 @@ std::unique_ptr<PeerWatch> PeerWatch::start(int rank, int size, const Exchange& 
         }
         const Hello answer{kMagic, hello.from, token, static_cast<std::uint32_t>(rank), 0};
         if (!send_all(fd.get(), &answer, sizeof answer, end)) continue;
+        // Kept only once the connector says it kept it: one that gave up
+        // waiting for the answer has closed (end-of-file here), and would
+        // otherwise be taken for a worker that died.
+        char ack = 0;
+        if (!recv_all(fd.get(), &ack, 1, deadline) || ack != kAck) continue;
         const int one = 1;
         ::setsockopt(fd.get(), IPPROTO_TCP, TCP_NODELAY, &one, sizeof one);
         fds[hello.from] = std::move(fd);
@@ -430,7 +436,7 @@ std::unique_ptr<PeerWatch> PeerWatch::start(int rank, int size, const Exchange& 
             continue;
           }
           if (answer.magic == kMagic && answer.token == token && answer.from == static_cast<std::uint32_t>(p) &&
-              answer.to == static_cast<std::uint32_t>(rank)) {
+              answer.to == static_cast<std::uint32_t>(rank) && send_all(fd.get(), &kAck, 1, end)) {
             fds[static_cast<std::size_t>(p)] = std::move(fd);
             break;
           }

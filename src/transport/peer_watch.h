@@ -39,7 +39,9 @@
 // then 127.0.0.1 unless already there), its host name and pid, and worker
 // 0's random token. Worker w connects to every lower worker, trying its
 // addresses in order, while a thread accepts the higher ones; both ends
-// check a hello carrying the token and both ranks, so a connection that
+// check a hello carrying the token and both ranks (and the acceptor keeps a
+// connection only once the connector acknowledges the answer), so a
+// connection that
 // reaches another job's or another namespace's port is dropped and the next
 // address tried. All of it is bounded by the start-up deadline
 // (DeadlineExceededError naming the workers not connected, and where this
