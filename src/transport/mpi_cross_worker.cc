@@ -171,10 +171,11 @@ class MpiProcess {
   // again by this process (transport/peer_watch.h).
   // At exit the job is then aborted, not finalized (as after a broken
   // channel).
-  void mark_peer_lost(const std::string& who) REQUIRES(mutex_) {
-    if (peer_lost_.empty()) peer_lost_ = who;
+  void mark_peer_lost(const std::string& reason) REQUIRES(mutex_) {
+    if (peer_lost_.empty()) peer_lost_ = reason;
     broken_ = true;
   }
+  const std::string& peer_lost() const REQUIRES(mutex_) { return peer_lost_; }
 
   // One MultiWorkerMirroredStrategy at a time: the next one's number (every
   // worker creates them in the same order, so the numbers agree), or
@@ -183,7 +184,7 @@ class MpiProcess {
     MutexLock lock(mutex_);
     if (!peer_lost_.empty()) {
       throw FailedPreconditionError(
-          "MultiWorkerMirroredStrategy: " + peer_lost_ + ", a worker of this job, ended earlier; this process "
+          "MultiWorkerMirroredStrategy: a worker of this job ended earlier (" + peer_lost_ + "); this process "
           "makes no more MPI calls (one could end it: see docs/errors.md), so no new strategy can start");
     }
     if (alive_) {
@@ -227,7 +228,7 @@ class MpiProcess {
   bool owner_ = false;
   bool broken_ = false;
   bool alive_ GUARDED_BY(mutex_) = false;
-  std::string peer_lost_ GUARDED_BY(mutex_);
+  std::string peer_lost_ GUARDED_BY(mutex_);  // how a worker ended (mark_peer_lost), or empty
   std::uint64_t generation_ GUARDED_BY(mutex_) = 0;
 };
 
@@ -255,7 +256,7 @@ class MpiCrossWorker final : public CrossWorker {
     MPI_Finalized(&finalized);
     // A broken channel's requests, or a leaving notice still in flight, may
     // still use the communicators: they are left to MPI.
-    if (finalized != 0 || broken_ || mpi_quiet_ || keep_communicators_) return;
+    if (finalized != 0 || broken_ || quiet_locked() || keep_communicators_) return;
     if (data_ != MPI_COMM_NULL) MPI_Comm_free(&data_);
     if (control_ != MPI_COMM_NULL) MPI_Comm_free(&control_);
   }
@@ -836,15 +837,16 @@ class MpiCrossWorker final : public CrossWorker {
         MutexLock lock(process_.mutex());
         throw_if_quiet_locked(what);  // (a death seen by another thread: close, report_failure)
         if (watch_ != nullptr && (several_hosts_ || (round % 64) == 63)) {
-          // Did a peer's process end? Across hosts, looked at before every
-          // MPI progress call: Open MPI's TCP transport may meet the broken
-          // connection first and end the process (one poll() a round: these
-          // are network waits). On one host (MPI's shared-memory transport
-          // does not notice a death), every 64 rounds.
+          // Did a peer's process end? Across hosts, looked at once a round,
+          // before the round's MPI calls: Open MPI's TCP transport may meet
+          // the broken connection first and end the process (one poll() a
+          // round: these are network waits). On one host (MPI's
+          // shared-memory transport does not notice a death), every 64
+          // rounds.
           if (std::optional<std::string> gone = watched_peer_gone_locked()) {
             const std::string msg = std::string("cross-worker ") + what + " on worker " + std::to_string(rank_) +
                                     " failed: " + *gone;
-            if (mpi_quiet_) {
+            if (quiet_locked()) {
               // A death: no MPI call from here on (watched_peer_gone_locked);
               // the requests are left as they are, never progressed again.
               break_channel_locked(msg);
@@ -911,7 +913,7 @@ class MpiCrossWorker final : public CrossWorker {
   // MPI mutex).
   bool test_every(Requests& requests) {
     MutexLock lock(process_.mutex());
-    if (mpi_quiet_) return false;  // (no MPI call: watched_peer_gone_locked)
+    if (quiet_locked()) return false;  // (no MPI call: watched_peer_gone_locked)
     return test_every_locked(requests);
   }
   bool test_every_locked(Requests& requests) REQUIRES(process_.mutex()) {
@@ -976,36 +978,38 @@ class MpiCrossWorker final : public CrossWorker {
   std::optional<std::string> watched_peer_gone_locked() REQUIRES(process_.mutex()) {
     const std::optional<PeerWatch::Event> event = watch_->check();
     if (!event.has_value()) return std::nullopt;
-    if (event->kind == PeerWatch::Kind::kEnded) {
-      mpi_quiet_ = true;
-      quiet_reason_ = event->who + " ended without reporting a failure (killed or crashed: its connection to this "
-                                   "worker closed)";
-      process_.mark_peer_lost(event->who);
-    }
     // (Worded as the MPI messages and the segment's watch word them.)
+    if (event->kind == PeerWatch::Kind::kEnded) {
+      const std::string ended = event->who + " ended without reporting a failure (killed or crashed: its "
+                                             "connection to this worker closed)";
+      process_.mark_peer_lost(ended);
+      return ended;
+    }
     const std::string worker = "worker " + std::to_string(event->worker);
     if (event->kind == PeerWatch::Kind::kLeft) {
       return worker + " reported a failure (" + worker +
              " left: its MultiWorkerMirroredStrategy was destroyed (the program ended or moved on))";
     }
-    if (event->kind == PeerWatch::Kind::kFailed) return worker + " reported a failure (" + event->report + ")";
-    return event->who + " ended without reporting a failure (killed or crashed: its connection to this worker "
-                        "closed)";
+    return worker + " reported a failure (" + event->report + ")";
   }
+
+  // Whether a peer's process ended, as a watch saw (the process's state:
+  // it makes no more MPI calls).
+  bool quiet_locked() const REQUIRES(process_.mutex()) { return !process_.peer_lost().empty(); }
 
   // After a death seen by the watch: UnavailableError, and no MPI call.
   void throw_if_quiet_locked(const char* what) REQUIRES(process_.mutex()) {
-    if (!mpi_quiet_) return;
+    if (!quiet_locked()) return;
     const std::string msg = std::string("cross-worker ") + what + " on worker " + std::to_string(rank_) +
-                            " failed: " + quiet_reason_;
+                            " failed: " + process_.peer_lost();
     break_channel_locked(msg);
     throw UnavailableError(msg);
   }
 
   // Whether a peer's process ended (looked at now): then no MPI call.
   bool peer_ended_locked() REQUIRES(process_.mutex()) {
-    if (watch_ != nullptr && !mpi_quiet_) (void)watched_peer_gone_locked();
-    return mpi_quiet_;
+    if (watch_ != nullptr && !quiet_locked()) (void)watched_peer_gone_locked();
+    return quiet_locked();
   }
 
   // Whether `requests` complete within 10 ms (at least one test after the
@@ -1028,7 +1032,7 @@ class MpiCrossWorker final : public CrossWorker {
   // written into the caller's buffers later), pending sends are left to MPI,
   // and the channel breaks.
   void abandon_locked(Requests& requests, const std::string& reason) REQUIRES(process_.mutex()) {
-    if (mpi_quiet_) {  // no MPI call (watched_peer_gone_locked): the requests stay as they are
+    if (quiet_locked()) {  // no MPI call (watched_peer_gone_locked): the requests stay as they are
       break_channel_locked(reason);
       return;
     }
@@ -1086,8 +1090,6 @@ class MpiCrossWorker final : public CrossWorker {
   // Otherwise the peers' processes are watched; set at start-up, then used
   // under process_.mutex().
   std::unique_ptr<PeerWatch> watch_ GUARDED_BY(process_.mutex());
-  bool mpi_quiet_ GUARDED_BY(process_.mutex()) = false;  // the watch saw a peer end: no more MPI calls
-  std::string quiet_reason_ GUARDED_BY(process_.mutex());  // which, and how
   bool several_hosts_ = true;  // the workers are not all on this host (or it is not known)
 };
 
