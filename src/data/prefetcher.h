@@ -20,6 +20,7 @@
 
 #include "core/mutex.h"
 #include "runtime/interrupt.h"
+#include "runtime/owner_process.h"
 #include "runtime/spin_wait.h"
 
 namespace distribute::internal {
@@ -32,6 +33,10 @@ class Prefetcher {
       : produce_(std::move(produce)), depth_(depth == 0 ? 1 : depth), thread_([this] { loop(); }) {}
 
   ~Prefetcher() {
+    if (owner_process_.forked_child()) {  // the producer does not exist in a forked child
+      thread_.detach();
+      return;
+    }
     {
       MutexLock lock(mutex_);
       stopping_ = true;
@@ -126,6 +131,7 @@ class Prefetcher {
   std::deque<Item> queue_ GUARDED_BY(mutex_);
   bool finished_ GUARDED_BY(mutex_) = false;
   bool stopping_ GUARDED_BY(mutex_) = false;
+  OwnerProcess owner_process_;  // (runtime/owner_process.h)
   std::thread thread_;  // last: starts after every other member is ready
 };
 

@@ -16,6 +16,7 @@
 #include "distribute/errors.h"
 #include "runtime/cpu_count.h"
 #include "runtime/interrupt.h"
+#include "runtime/owner_process.h"
 
 namespace distribute {
 namespace internal {
@@ -54,11 +55,16 @@ class ParallelMapIt final : public ElementIterator {
   }
 
   ~ParallelMapIt() override {
+    if (owner_process_.forked_child()) {  // the workers do not exist in a forked child
+      for (auto& w : workers_) w.detach();
+      (void)signals_.release();
+      return;
+    }
     {
       MutexLock lock(mutex_);
       stopping_ = true;
     }
-    wake_.notify_all();
+    signals_->wake.notify_all();
     for (auto& w : workers_) w.join();
   }
 
@@ -86,7 +92,7 @@ class ParallelMapIt final : public ElementIterator {
         }
       }
       in_flight_.push_back(std::move(slot));
-      wake_.notify_one();
+      signals_->wake.notify_one();
     }
     if (in_flight_.empty()) return std::nullopt;
     // The front slot stays queued until its result is taken: an interrupt
@@ -99,8 +105,8 @@ class ParallelMapIt final : public ElementIterator {
       InterruptPoll poll(interruptible_);
       while (!front->ready) {
         if (!poll.active()) {
-          done_.wait(lock.native(), [&] { return front->ready; });
-        } else if (!done_.wait_until(lock.native(), poll.slice_end(InterruptPoll::Clock::time_point::max()),
+          signals_->done.wait(lock.native(), [&] { return front->ready; });
+        } else if (!signals_->done.wait_until(lock.native(), poll.slice_end(InterruptPoll::Clock::time_point::max()),
                                      [&] { return front->ready; })) {
           lock.unlock();
           poll.poll();
@@ -145,7 +151,7 @@ class ParallelMapIt final : public ElementIterator {
       std::optional<Task> task;
       {
         MutexLock lock(mutex_);
-        while (!stopping_ && tasks_.empty()) wake_.wait(lock.native());
+        while (!stopping_ && tasks_.empty()) signals_->wake.wait(lock.native());
         if (stopping_) return;
         task.emplace(std::move(tasks_.front()));
         tasks_.pop_front();
@@ -163,7 +169,7 @@ class ParallelMapIt final : public ElementIterator {
         task->slot->error = std::move(error);
         task->slot->ready = true;
       }
-      done_.notify_all();
+      signals_->done.notify_all();
     }
   }
 
@@ -173,11 +179,18 @@ class ParallelMapIt final : public ElementIterator {
   std::deque<std::shared_ptr<Slot>> in_flight_;  // consumer only
   bool input_done_ = false;                      // consumer only
   Mutex mutex_;
-  std::condition_variable wake_;  // workers: a task or stop
-  std::condition_variable done_;  // consumer: a slot became ready
+  struct Signals {
+    std::condition_variable wake;  // workers: a task or stop
+    std::condition_variable done;  // consumer: a slot became ready
+  };
+  // On the heap: a forked child leaves them (their waiters, the parent's
+  // threads, do not exist in it, and destroying a condition variable waits
+  // for its waiters).
+  std::unique_ptr<Signals> signals_ = std::make_unique<Signals>();
   std::deque<Task> tasks_ GUARDED_BY(mutex_);
   bool stopping_ GUARDED_BY(mutex_) = false;
   std::vector<std::thread> workers_;
+  OwnerProcess owner_process_;  // (runtime/owner_process.h)
 };
 
 class MapNode final : public UnaryNode {

@@ -23,6 +23,11 @@ ReplicaPool::ReplicaPool(int num_replicas, const std::string& name_prefix) : num
 }
 
 ReplicaPool::~ReplicaPool() {
+  if (owner_process_.forked_child()) {
+    // The replica threads do not exist in a forked child: nothing to join.
+    for (auto& t : threads_) t.detach();
+    return;
+  }
   stopping_ = true;
   task_ = nullptr;
   generation_.notify_add(1);

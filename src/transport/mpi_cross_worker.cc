@@ -38,6 +38,7 @@
 #include "runtime/spin_wait.h"
 #include "transport/cross_worker.h"
 #include "transport/peer_watch.h"
+#include "runtime/owner_process.h"
 #include "transport/shm_channel.h"
 #include "transport/wire.h"
 
@@ -201,6 +202,8 @@ class MpiProcess {
   }
 
   ~MpiProcess() {
+    // A child forked without exec: MPI is its parent's (runtime/owner_process.h).
+    if (owner_process_.forked_child()) return;
     int finalized = 0;
     MPI_Finalized(&finalized);
     if (finalized != 0) return;
@@ -225,6 +228,7 @@ class MpiProcess {
   }
 
   Mutex mutex_;
+  OwnerProcess owner_process_;
   bool owner_ = false;
   bool broken_ = false;
   bool alive_ GUARDED_BY(mutex_) = false;
@@ -250,6 +254,9 @@ class MpiCrossWorker final : public CrossWorker {
   }
 
   ~MpiCrossWorker() override {
+    // A forked child's copy speaks for nobody: no message, no MPI call, no
+    // lock (another thread of the parent may have held it at the fork).
+    if (owner_process_.forked_child()) return;
     close();
     MutexLock lock(process_.mutex());
     int finalized = 0;
@@ -262,6 +269,7 @@ class MpiCrossWorker final : public CrossWorker {
   }
 
   void close() noexcept override {
+    if (owner_process_.forked_child()) return;  // (see the destructor)
     {
       MutexLock lock(process_.mutex());
       if (closed_) return;
@@ -358,6 +366,7 @@ class MpiCrossWorker final : public CrossWorker {
   }
 
   void report_failure(const std::string& message) noexcept override {
+    if (owner_process_.forked_child()) return;  // (see the destructor)
     try {
       MutexLock lock(process_.mutex());
       if (reported_) return;
@@ -1013,11 +1022,14 @@ class MpiCrossWorker final : public CrossWorker {
   }
 
   // Whether `requests` complete within 10 ms (at least one test after the
-  // grace, however long this thread was descheduled).
-  bool complete_within_grace_locked(Requests& requests) {
+  // grace, however long this thread was descheduled). False at once when
+  // the watch sees a peer's process end meanwhile (then no more MPI calls:
+  // watched_peer_gone_locked), looked at as often as wait() looks.
+  bool complete_within_grace_locked(Requests& requests) REQUIRES(process_.mutex()) {
     const auto grace_end = Clock::now() + std::chrono::milliseconds(10);
-    for (bool last = false; !last;) {
-      last = Clock::now() >= grace_end;
+    for (unsigned round = 0, last = 0; last == 0; ++round) {
+      if (watch_ != nullptr && (several_hosts_ || (round % 64) == 63) && peer_ended_locked()) return false;
+      last = Clock::now() >= grace_end ? 1 : 0;
       if (test_locked(requests)) return true;
     }
     return false;
@@ -1086,6 +1098,7 @@ class MpiCrossWorker final : public CrossWorker {
   std::string kept_report_;  // a peer's report received after a step's data
   std::string broken_reason_;
   std::string failure_text_;
+  OwnerProcess owner_process_;
   std::unique_ptr<ShmChannel> shm_;  // every worker on this host: collectives through shared memory
   // Otherwise the peers' processes are watched; set at start-up, then used
   // under process_.mutex().

@@ -7,6 +7,7 @@
 #include <netinet/in.h>
 #include <netinet/tcp.h>
 #include <poll.h>
+#include <pthread.h>
 #include <sys/socket.h>
 #include <unistd.h>
 
@@ -238,20 +239,50 @@ std::vector<int>& pool_all() {
   return fds;
 }
 
-// `fd` moved onto a reserved low descriptor when one is free.
+// Every watch connection open in this process (under pool_mutex): a child
+// forked without exec closes its copies at once, so that this process's
+// end still closes the connections (the peers see it end), and no code of
+// the child writes on them.
+std::vector<int>& live_sockets() {
+  static std::vector<int> fds;
+  return fds;
+}
+
+void lock_pool_for_fork() { pool_mutex().lock(); }
+void unlock_pool_after_fork() { pool_mutex().unlock(); }
+void close_sockets_in_child() {
+  for (int fd : live_sockets()) ::close(fd);
+  live_sockets().clear();
+  pool_mutex().unlock();
+}
+
+void close_sockets_in_forked_children() {
+  static std::once_flag once;
+  std::call_once(once, [] { ::pthread_atfork(lock_pool_for_fork, unlock_pool_after_fork, close_sockets_in_child); });
+}
+
+// `fd` moved onto a reserved low descriptor when one is free, and tracked
+// (live_sockets).
 int adopt(int fd) {
   std::lock_guard<std::mutex> lock(pool_mutex());
-  if (pool_free().empty()) return fd;
-  const int low = pool_free().front();
-  if (::dup3(fd, low, O_CLOEXEC) < 0) return fd;
-  pool_free().erase(pool_free().begin());
-  ::close(fd);
-  return low;
+  int kept = fd;
+  if (!pool_free().empty()) {
+    const int low = pool_free().front();
+    if (::dup3(fd, low, O_CLOEXEC) >= 0) {
+      pool_free().erase(pool_free().begin());
+      ::close(fd);
+      kept = low;
+    }
+  }
+  live_sockets().push_back(kept);
+  return kept;
 }
 
 // Closes `fd`; a reserved one is kept open on /dev/null for the next watch.
 void release(int fd) {
   std::lock_guard<std::mutex> lock(pool_mutex());
+  const auto live = std::find(live_sockets().begin(), live_sockets().end(), fd);
+  if (live != live_sockets().end()) live_sockets().erase(live);
   if (std::find(pool_all().begin(), pool_all().end(), fd) != pool_all().end()) {
     const int null = ::open("/dev/null", O_RDONLY | O_CLOEXEC);
     if (null >= 0 && ::dup3(null, fd, O_CLOEXEC) >= 0) {  // (closes the socket)
@@ -322,6 +353,7 @@ std::vector<std::uint32_t> PeerWatch::local_addresses(const char* if_include) {
 
 std::unique_ptr<PeerWatch> PeerWatch::start(int rank, int size, const Exchange& exchange, Clock::time_point deadline) {
   ignore_sigpipe();
+  close_sockets_in_forked_children();
   auto failed = [&](const std::string& what) {
     return UnavailableError("MultiWorkerMirroredStrategy start-up on worker " + std::to_string(rank) +
                             ": the connections that watch the other workers' processes: " + what);
@@ -468,7 +500,16 @@ std::unique_ptr<PeerWatch> PeerWatch::start(int rank, int size, const Exchange& 
 
 PeerWatch::~PeerWatch() { leave(); }
 
+bool PeerWatch::forked() noexcept {
+  if (!owner_.forked_child()) return false;
+  // A forked child: its copies of the connections were closed at the fork
+  // (their numbers may be another file's now): forget them.
+  for (Peer& peer : peers_) peer.fd = -1;
+  return true;
+}
+
 std::optional<PeerWatch::Event> PeerWatch::check() {
+  if (forked()) return std::nullopt;
   std::vector<pollfd>& fds = poll_fds_;
   std::vector<std::size_t>& which = poll_which_;
   fds.clear();
@@ -523,7 +564,7 @@ std::optional<PeerWatch::Event> PeerWatch::check() {
 }
 
 void PeerWatch::report(const std::string& text) noexcept {
-  if (reported_) return;
+  if (reported_ || forked()) return;
   reported_ = true;
   std::string frame(1, kFailed);
   frame += text.substr(0, kReportBytes - 1);
@@ -535,6 +576,7 @@ void PeerWatch::report(const std::string& text) noexcept {
 }
 
 void PeerWatch::leave() noexcept {
+  if (forked()) return;
   for (Peer& peer : peers_) {
     if (peer.fd < 0) continue;
     if (!reported_) {  // (after a report, the report says it)
@@ -552,6 +594,7 @@ void PeerWatch::leave() noexcept {
 }
 
 void PeerWatch::drop() noexcept {
+  if (forked()) return;
   for (Peer& peer : peers_) {
     if (peer.fd >= 0) release(peer.fd);
     peer.fd = -1;

@@ -51,9 +51,12 @@
 // its disposition was the default, as Python does for every program, and
 // never restored): Open MPI's TCP transport writes to a dead peer's socket
 // without MSG_NOSIGNAL, and the default action would end the survivor
-// before it could raise. The descriptors are close-on-exec; a child forked
-// without exec keeps them, and its parent's death is then seen only when
-// the child ends too. Not thread-safe: the owner serializes calls.
+// before it could raise. The descriptors are close-on-exec, and a child
+// forked without exec (Python's multiprocessing, a data loader's workers)
+// closes its copies at the fork (pthread_atfork): the worker's death is
+// still seen while such a child lives, and the child's copy of a watch
+// does nothing (no report, no leaving byte when its destructor runs). Not
+// thread-safe: the owner serializes calls.
 #pragma once
 
 #include <poll.h>
@@ -67,6 +70,8 @@
 #include <span>
 #include <string>
 #include <vector>
+
+#include "runtime/owner_process.h"
 
 namespace distribute::internal {
 
@@ -116,8 +121,12 @@ class PeerWatch {
     std::string inbox;     // what it wrote
   };
   explicit PeerWatch(std::vector<Peer> peers) : peers_(std::move(peers)) {}
+  // True in a child forked from the process that started the watch (then
+  // every call does nothing).
+  bool forked() noexcept;
 
   std::vector<Peer> peers_;  // indexed by worker; this worker's entry unused
+  OwnerProcess owner_;       // the process that started the watch
   bool reported_ = false;
   std::vector<pollfd> poll_fds_;  // check()'s, kept (it runs every round of a wait)
   std::vector<std::size_t> poll_which_;

@@ -1,5 +1,6 @@
 #include "transport/shm_channel.h"
 
+#include <dirent.h>
 #include <fcntl.h>
 #include <poll.h>
 #include <sys/mman.h>
@@ -12,6 +13,7 @@
 #include <csignal>
 #include <cstring>
 #include <fstream>
+#include <limits>
 #include <random>
 #include <thread>
 
@@ -50,6 +52,16 @@ std::string link_target(const char* path) {
   char buffer[256];
   const ssize_t n = ::readlink(path, buffer, sizeof buffer);
   return n > 0 ? std::string(buffer, static_cast<std::size_t>(n)) : std::string();
+}
+
+// The inode of this process's PID namespace ("4026531836"), or empty: the
+// segments' names carry it, so that a process removes only names whose
+// creator's pid it can look up.
+std::string pid_namespace_id() {
+  const std::string link = link_target("/proc/self/ns/pid");  // "pid:[4026531836]"
+  const std::size_t open = link.find('['), close = link.find(']');
+  if (open == std::string::npos || close == std::string::npos || close <= open + 1) return "";
+  return link.substr(open + 1, close - open - 1);
 }
 
 int open_pidfd(pid_t pid) {
@@ -98,10 +110,33 @@ std::string ShmChannel::host_key() {
   return boot + "|" + host + "|" + ipc + "|" + mnt + "|" + pid;
 }
 
+std::string ShmChannel::name_prefix() {
+  const std::string ns = pid_namespace_id();
+  return "distribute-" + (ns.empty() ? std::string("0") : ns) + "-";
+}
+
+void ShmChannel::remove_stale_segments() noexcept {
+  const std::string prefix = name_prefix();
+  if (prefix == "distribute-0-") return;  // (no namespace to tell whose pids the names hold)
+  DIR* dir = ::opendir("/dev/shm");
+  if (dir == nullptr) return;
+  while (const dirent* entry = ::readdir(dir)) {
+    const char* name = entry->d_name;
+    if (std::strncmp(name, prefix.c_str(), prefix.size()) != 0) continue;
+    char* end = nullptr;
+    const long pid = std::strtol(name + prefix.size(), &end, 10);
+    if (end == name + prefix.size() || *end != '-' || pid <= 0 || pid > std::numeric_limits<pid_t>::max()) continue;
+    // Its creator ended (a live one, even another user's, keeps it).
+    if (::kill(static_cast<pid_t>(pid), 0) != 0 && errno == ESRCH) ::shm_unlink(("/" + std::string(name)).c_str());
+  }
+  ::closedir(dir);
+}
+
 std::unique_ptr<ShmChannel> ShmChannel::create(int rank, int size) {
   static std::atomic<unsigned> made{0};
+  remove_stale_segments();
   std::random_device random;
-  const std::string name = "/distribute-" + std::to_string(::getpid()) + "-" + std::to_string(++made) + "-" +
+  const std::string name = "/" + name_prefix() + std::to_string(::getpid()) + "-" + std::to_string(++made) + "-" +
                            std::to_string(random());
   const int fd = ::shm_open(name.c_str(), O_RDWR | O_CREAT | O_EXCL, 0600);
   if (fd < 0) throw UnavailableError(errno_text("shm_open"));
@@ -166,7 +201,7 @@ ShmChannel::~ShmChannel() {
 }
 
 void ShmChannel::unlink() noexcept {
-  if (owner_) ::shm_unlink(name_.c_str());
+  if (owner_ && !owner_process_.forked_child()) ::shm_unlink(name_.c_str());
   owner_ = false;
 }
 
@@ -300,6 +335,9 @@ std::string ShmChannel::broken() const {
 }
 
 void ShmChannel::post_state(std::uint32_t state, const std::string& text) noexcept {
+  // A forked child speaks for nobody (runtime/owner_process.h); nor may it
+  // take the lock, which another thread of the parent may have held.
+  if (owner_process_.forked_child()) return;
   MutexLock lock(state_mutex_);
   if (posted_) return;
   posted_ = true;

@@ -55,6 +55,7 @@
 #include <vector>
 
 #include "core/mutex.h"
+#include "runtime/owner_process.h"
 #include "distribute/internal/function_ref.h"
 #include "distribute/types.h"
 #include "transport/wire.h"
@@ -72,9 +73,17 @@ class ShmChannel {
   static std::string host_key();
 
   // Creates the segment for `size` workers (`rank` 0 does this) under a
-  // fresh name; UnavailableError when the system refuses (no /dev/shm
-  // space, say), so that the caller can fall back to MPI.
+  // fresh name, /dev/shm/<name_prefix()><pid>-<n>-<random>, after removing
+  // the names left by creators that ended before every worker attached (a
+  // worker 0 killed during start-up: remove_stale_segments);
+  // UnavailableError when the system refuses (no /dev/shm space, say), so
+  // that the caller can fall back to MPI.
   static std::unique_ptr<ShmChannel> create(int rank, int size);
+  // "distribute-<the inode of this PID namespace>-".
+  static std::string name_prefix();
+  // Unlinks every segment name of this PID namespace whose creator's pid
+  // no longer exists.
+  static void remove_stale_segments() noexcept;
   // Maps the segment `name` created by worker 0.
   static std::unique_ptr<ShmChannel> attach(const std::string& name, int rank, int size);
   ~ShmChannel();
@@ -146,6 +155,7 @@ class ShmChannel {
   std::size_t bytes_ = 0;  // of the mapping
   std::byte* base_ = nullptr;
   bool owner_ = false;  // created the name (unlinks it)
+  OwnerProcess owner_process_;  // a forked child's copy posts and unlinks nothing
   std::uint64_t barrier_ = 0;  // the last barrier this worker arrived at
   // Reused by every call (the collectives run on one thread at a time):
   std::vector<std::byte> scratch_;         // a share's sum

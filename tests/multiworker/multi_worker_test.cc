@@ -5,6 +5,8 @@
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
 
+#include <signal.h>
+#include <sys/wait.h>
 #include <unistd.h>
 
 #include <algorithm>
@@ -14,7 +16,9 @@
 #include <fstream>
 #include <functional>
 #include <cstdlib>
+#include <memory>
 #include <optional>
+#include <thread>
 #include <utility>
 #include <cstring>
 #include <string>
@@ -672,6 +676,48 @@ TEST(MultiWorker, TheHostsWorkersShareAMappedSegmentWithoutAName) {
   for (const auto& entry : std::filesystem::directory_iterator("/dev/shm")) {
     EXPECT_EQ(entry.path().filename().string().rfind("distribute-", 0), std::string::npos) << entry.path();
   }
+}
+
+// A child forked without exec (Python's os.fork, multiprocessing, a data
+// loader's workers) that ends through exit(), running the destructors and
+// the at-exit handlers of its copy of the worker (the strategy with its
+// replica threads, MPI, the segment, the process watch, a prefetching
+// iterator): it ends at once, and the job goes on as if it never existed
+// (no departure or failure reaches the other workers on the parent's
+// behalf).
+TEST(MultiWorker, AForkedChildThatEndsLeavesTheJobAlone) {
+  MultiWorkerMirroredStrategy& s = strategy();
+  s.run([] { get_replica_context()->all_reduce(ReduceOp::SUM, Tensor{1.f}); });
+  auto iterator = std::make_unique<Dataset::Iterator>(
+      Dataset::from_tensor_slices(Tensor(std::vector<float>(64, 1.f), Shape{64})).map([](const Element& e) {
+        return e;
+      }, 2).prefetch(2).make_iterator());
+  ASSERT_TRUE(iterator->get_next_as_optional().has_value());
+  const pid_t pid = ::fork();
+  ASSERT_GE(pid, 0);
+  if (pid == 0) {
+    iterator.reset();
+    delete &s;
+    std::exit(0);
+  }
+  int status = 0;
+  pid_t ended = 0;
+  for (int i = 0; i < 300 && ended == 0; ++i) {
+    ended = ::waitpid(pid, &status, WNOHANG);
+    if (ended == 0) std::this_thread::sleep_for(std::chrono::milliseconds(100));
+  }
+  if (ended == 0) {
+    ::kill(pid, SIGKILL);
+    ::waitpid(pid, &status, 0);
+    FAIL() << "the forked child did not end within 30 s of its exit()";
+  }
+  EXPECT_TRUE(WIFEXITED(status) && WEXITSTATUS(status) == 0) << "child status " << status;
+  EXPECT_TRUE(iterator->get_next_as_optional().has_value());
+  const int total = s.num_replicas_in_sync();
+  auto sums = s.run([] {
+    return get_replica_context()->all_reduce(ReduceOp::SUM, value_of(get_replica_context()->replica_id_in_sync_group()));
+  });
+  EXPECT_EQ(sums[0], (Tensor{static_cast<float>(total * (total + 1) / 2), 10.f * static_cast<float>(total * (total + 1) / 2)}));
 }
 
 // Sums across the transports' size classes (empty, fewer elements than

@@ -162,3 +162,34 @@ def test_a_signal_handler_calling_into_a_waiting_strategy_is_refused(two):
     signal.signal(signal.SIGINT, previous)
   assert len(outcome) == 1 and "signal handler called into distribute" in outcome[0], outcome
   still_works(two)
+
+
+def test_a_forked_child_dropping_its_copy_of_a_strategy_ends_at_once():
+  """A child forked without exec (os.fork, multiprocessing's fork) that
+  drops its copy of a strategy and of a prefetching iterator: the replica
+  and producer threads exist only in the parent, so the child's destructors
+  must not wait for them; the parent's strategy goes on."""
+  import gc
+  s = dist.MirroredStrategy(["CPU:0", "CPU:1"])
+  still_works(s)
+  iterator = iter(dist.data.Dataset.range(64).map(lambda x: x, num_parallel_calls=2).prefetch(2))
+  next(iterator)
+  pid = os.fork()
+  if pid == 0:
+    try:
+      del s, iterator
+      gc.collect()
+    finally:
+      os._exit(0)
+  deadline = time.monotonic() + 30
+  ended, status = 0, 0
+  while ended == 0 and time.monotonic() < deadline:
+    ended, status = os.waitpid(pid, os.WNOHANG)
+    time.sleep(0.05)
+  if ended == 0:
+    os.kill(pid, signal.SIGKILL)
+    os.waitpid(pid, 0)
+    pytest.fail("the forked child hung dropping its copy of the strategy")
+  assert os.WIFEXITED(status) and os.WEXITSTATUS(status) == 0
+  still_works(s)
+  assert int(np.asarray(next(iterator))) == 1

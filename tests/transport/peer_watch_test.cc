@@ -8,11 +8,13 @@
 #include <gtest/gtest.h>
 #include <netinet/in.h>
 #include <sys/socket.h>
+#include <sys/wait.h>
 #include <unistd.h>
 
 #include <condition_variable>
 #include <cstring>
 #include <mutex>
+#include <functional>
 #include <thread>
 
 #include "distribute/errors.h"
@@ -110,6 +112,63 @@ TEST(PeerWatch, AWorkerWhoseConnectionsCloseIsReportedAsEndedByEveryOther) {
     // It stays reported.
     EXPECT_EQ(watches[static_cast<std::size_t>(w)]->check()->worker, 1);
   }
+}
+
+// A child forked without exec (`in_child` runs in it) that lives on while
+// the test goes on in the parent: `parent` runs once the child has run
+// `in_child`; the child then waits for the parent and ends.
+void with_forked_child(const std::function<void()>& in_child, const std::function<void()>& parent) {
+  int to_child[2], from_child[2];
+  ASSERT_EQ(::pipe(to_child), 0);
+  ASSERT_EQ(::pipe(from_child), 0);
+  const pid_t pid = ::fork();
+  ASSERT_GE(pid, 0);
+  char byte = 'x';
+  if (pid == 0) {
+    in_child();
+    (void)!::write(from_child[1], &byte, 1);
+    (void)!::read(to_child[0], &byte, 1);
+    ::_exit(0);
+  }
+  ASSERT_EQ(::read(from_child[0], &byte, 1), 1);
+  parent();
+  ASSERT_EQ(::write(to_child[1], &byte, 1), 1);
+  int status = 0;
+  ASSERT_EQ(::waitpid(pid, &status, 0), pid);
+  EXPECT_TRUE(WIFEXITED(status) && WEXITSTATUS(status) == 0) << status;
+  for (int fd : {to_child[0], to_child[1], from_child[0], from_child[1]}) ::close(fd);
+}
+
+TEST(PeerWatch, AWorkersEndIsSeenWhileAChildItForkedLives) {
+  auto watches = start_all(2);
+  with_forked_child([] {}, [&] {
+    watches[1]->drop();  // worker 1's process ends; its child (holding copies before the fix) lives on
+    const auto event = next_event(*watches[0]);
+    ASSERT_TRUE(event.has_value()) << "worker 1's end not seen while its forked child lives";
+    EXPECT_EQ(event->worker, 1);
+    EXPECT_EQ(event->kind, PeerWatch::Kind::kEnded);
+  });
+}
+
+TEST(PeerWatch, AForkedChildsCopyOfAWatchWritesNothing) {
+  auto watches = start_all(2);
+  with_forked_child(
+      [&] {
+        // The child's copies of the watches end (a Python child's exit can
+        // run destructors) and report: neither reaches the peers.
+        watches[1]->report("from the child");
+        watches[1].reset();
+        watches[0].reset();
+      },
+      [&] {
+        std::this_thread::sleep_for(50ms);
+        EXPECT_FALSE(watches[0]->check().has_value());
+        EXPECT_FALSE(watches[1]->check().has_value());
+        watches[1]->leave();
+        const auto event = next_event(*watches[0]);
+        ASSERT_TRUE(event.has_value());
+        EXPECT_EQ(event->kind, PeerWatch::Kind::kLeft);  // the parent's own leaving still arrives
+      });
 }
 
 TEST(PeerWatch, AWorkerThatLeavesInOrderIsReportedAsLeft) {
