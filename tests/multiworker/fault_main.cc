@@ -7,6 +7,10 @@
 //          DeadlineExceededError naming worker 1;
 //   kill   worker 1 is killed (SIGKILL): the job ends with a non-zero status
 //          (mpirun, or worker 0's deadline, whichever comes first);
+//   kill_forked  as kill, after every worker forked a child (no exec) that
+//          outlives worker 1 by 5 s: the child holds copies of its parent's
+//          files, and worker 1's death must still be seen (run_fault.sh
+//          kill_detect_forked);
 //   exit   worker 1's program ends early (its strategy is destroyed): worker
 //          0 raises UnavailableError naming worker 1 at once.
 //   loop   any number of workers: after printing "worker <w>: ready
@@ -20,6 +24,9 @@
 #include <chrono>
 #include <csignal>
 #include <cstring>
+#include <fcntl.h>
+#include <unistd.h>
+
 #include <fstream>
 #include <iostream>
 #include <memory>
@@ -76,18 +83,30 @@ int loop() {
 
 int main(int argc, char** argv) {
   const std::string mode = argc > 1 ? argv[1] : "";
-  if (mode != "throw" && mode != "stuck" && mode != "kill" && mode != "exit" && mode != "loop") {
-    std::cerr << "usage: multi_worker_fault throw|stuck|kill|exit|loop\n";
+  if (mode != "throw" && mode != "stuck" && mode != "kill" && mode != "kill_forked" && mode != "exit" &&
+      mode != "loop") {
+    std::cerr << "usage: multi_worker_fault throw|stuck|kill|kill_forked|exit|loop\n";
     return 2;
   }
   if (mode == "loop") return loop();
+  const bool forked = mode == "kill_forked";
+  const std::string mode_after_fork = forked ? "kill" : mode;
   dist::MultiWorkerOptions options;
-  options.communication.timeout_seconds = mode == "kill" ? 10.0 : 2.0;
+  options.communication.timeout_seconds = mode_after_fork == "kill" ? 10.0 : 2.0;
   auto owned = std::make_unique<dist::MultiWorkerMirroredStrategy>(options);
   dist::MultiWorkerMirroredStrategy& strategy = *owned;
   // One collective that works, so that both workers are past start-up.
   strategy.run([] { dist::get_replica_context()->all_reduce(dist::ReduceOp::SUM, dist::Tensor{1.f}); });
   const int w = strategy.worker_index();
+  if (forked && ::fork() == 0) {
+    // The child: off the job's output (mpirun's pipes), alive 5 s, then gone
+    // without running anything of its parent's.
+    const int null = ::open("/dev/null", O_RDWR);
+    ::dup2(null, 1);
+    ::dup2(null, 2);
+    std::this_thread::sleep_for(std::chrono::seconds(5));
+    ::_exit(0);
+  }
   if (mode == "exit" && w == 1) {
     owned.reset();
     std::cout << "worker 1: left" << std::endl;
@@ -99,7 +118,7 @@ int main(int argc, char** argv) {
       if (w == 1) {
         if (mode == "throw") throw std::runtime_error("boom in the training step");
         if (mode == "stuck") std::this_thread::sleep_for(std::chrono::seconds(30));
-        if (mode == "kill") std::raise(SIGKILL);
+        if (mode_after_fork == "kill") std::raise(SIGKILL);
       }
       dist::get_replica_context()->all_reduce(dist::ReduceOp::SUM, dist::Tensor{2.f});
     });
