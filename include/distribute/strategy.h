@@ -33,6 +33,7 @@
 #include "distribute/element.h"
 #include "distribute/errors.h"
 #include "distribute/internal/function_ref.h"
+#include "distribute/internal/owner_process.h"
 #include "distribute/nest.h"
 #include "distribute/options.h"
 #include "distribute/replica_context.h"
@@ -332,6 +333,9 @@ class Strategy {
   int variables_created_ = 0;  // multi-worker: numbers the variable checks
   int worker_index_ = 0;
   bool is_chief_ = true;
+  // A child forked without exec runs none of this strategy's replicas and
+  // destroys none of its state (distribute/internal/owner_process.h).
+  internal::OwnerProcess owner_process_;
 };
 
 namespace internal {

@@ -19,6 +19,7 @@
 #include "core/tensor_access.h"
 #include "core/tensor_format.h"
 #include "distribute/errors.h"
+#include "distribute/internal/owner_process.h"
 
 namespace distribute {
 namespace {
@@ -322,6 +323,10 @@ struct alignas(64) BufferPool::State {
   Mutex mutex;
   std::vector<std::pair<std::size_t, std::byte*>> free GUARDED_BY(mutex);  // (bytes, buffer)
   bool closed GUARDED_BY(mutex) = false;
+  // A forked child takes no lock another thread may have held at the fork:
+  // its copy of the free list is left, and its buffers go straight back to
+  // the allocator.
+  OwnerProcess owner;
 };
 
 BufferPool::BufferPool(std::size_t min_bytes, std::size_t max_free) : state_(std::make_shared<State>()) {
@@ -330,6 +335,7 @@ BufferPool::BufferPool(std::size_t min_bytes, std::size_t max_free) : state_(std
 }
 
 BufferPool::~BufferPool() {
+  if (state_->owner.forked_child()) return;
   MutexLock lock(state_->mutex);
   state_->closed = true;
   for (auto& [bytes, p] : state_->free) free_bytes(p, bytes);
@@ -356,7 +362,7 @@ Tensor BufferPool::allocate(DType dtype, Shape shape, void** data) {
   // orders the last reader's accesses before the next writer's).
   std::shared_ptr<const std::byte> storage(p, [state = state_, bytes](const std::byte* q) {
     auto* buffer = const_cast<std::byte*>(q);
-    {
+    if (!state->owner.forked_child()) {
       MutexLock lock(state->mutex);
       if (!state->closed && state->free.size() < state->max_free) {
         state->free.emplace_back(bytes, buffer);

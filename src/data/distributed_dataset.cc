@@ -257,7 +257,11 @@ DistributedIterator::DistributedIterator(std::unique_ptr<internal::StepSource> s
 DistributedIterator::DistributedIterator(DistributedIterator&&) noexcept = default;
 DistributedIterator& DistributedIterator::operator=(DistributedIterator&&) noexcept = default;
 DistributedIterator::~DistributedIterator() {
-  if (impl_) impl_->prefetcher.reset();  // stop the thread before the source it reads
+  if (!impl_) return;
+  // A forked child's copy: the parent's producer may have been inside the
+  // source at the fork (distribute/internal/owner_process.h): it is left.
+  if (impl_->prefetcher && impl_->prefetcher->forked_child()) (void)impl_->source.release();
+  impl_->prefetcher.reset();  // stop the thread before the source it reads
 }
 
 std::optional<PerReplica<Element>> DistributedIterator::get_next_as_optional() {

@@ -6,12 +6,15 @@
 // from produce() are queued in order and rethrown by next(); production then
 // goes on. The destructor stops the thread, also when it waits on a full
 // queue; it cannot interrupt a produce() call that itself blocks forever.
+// A child forked without exec neither uses nor destroys its copy (next()
+// raises there; the state is left).
 #pragma once
 
 #include <cstddef>
 #include <deque>
 #include <exception>
 #include <functional>
+#include <memory>
 #include <mutex>
 #include <optional>
 #include <thread>
@@ -19,24 +22,23 @@
 #include <variant>
 
 #include "core/mutex.h"
+#include "distribute/errors.h"
+#include "distribute/internal/owner_process.h"
 #include "runtime/interrupt.h"
-#include "runtime/owner_process.h"
 #include "runtime/spin_wait.h"
 
 namespace distribute::internal {
 
+// The producer thread and what it shares with the consumer (Prefetcher
+// below is the interface).
 template <class T>
-class Prefetcher {
+class PrefetcherState {
  public:
   // produce() returns the next value, or std::nullopt at the end.
-  Prefetcher(std::function<std::optional<T>()> produce, std::size_t depth)
+  PrefetcherState(std::function<std::optional<T>()> produce, std::size_t depth)
       : produce_(std::move(produce)), depth_(depth == 0 ? 1 : depth), thread_([this] { loop(); }) {}
 
-  ~Prefetcher() {
-    if (owner_process_.forked_child()) {  // the producer does not exist in a forked child
-      thread_.detach();
-      return;
-    }
+  ~PrefetcherState() {
     {
       MutexLock lock(mutex_);
       stopping_ = true;
@@ -45,8 +47,11 @@ class Prefetcher {
     thread_.join();
   }
 
-  Prefetcher(const Prefetcher&) = delete;
-  Prefetcher& operator=(const Prefetcher&) = delete;
+  PrefetcherState(const PrefetcherState&) = delete;
+  PrefetcherState& operator=(const PrefetcherState&) = delete;
+
+  // A forked child's copy: the producer thread does not exist in it.
+  void detach() { thread_.detach(); }
 
   // The next value, std::nullopt at the end (and after it); rethrows a
   // queued exception. With `interruptible`, the calling thread's interrupt
@@ -131,8 +136,50 @@ class Prefetcher {
   std::deque<Item> queue_ GUARDED_BY(mutex_);
   bool finished_ GUARDED_BY(mutex_) = false;
   bool stopping_ GUARDED_BY(mutex_) = false;
-  OwnerProcess owner_process_;  // (runtime/owner_process.h)
   std::thread thread_;  // last: starts after every other member is ready
+};
+
+
+template <class T>
+class Prefetcher {
+ public:
+  // produce() returns the next value, or std::nullopt at the end.
+  Prefetcher(std::function<std::optional<T>()> produce, std::size_t depth)
+      : state_(std::make_unique<PrefetcherState<T>>(std::move(produce), depth)) {}
+
+  ~Prefetcher() {
+    if (owner_process_.forked_child()) {
+      // The producer does not exist in a forked child, and may have been
+      // inside produce() or holding the queue's lock at the fork: the state
+      // is left as it is (distribute/internal/owner_process.h).
+      state_->detach();
+      (void)state_.release();
+    }
+  }
+
+  Prefetcher(const Prefetcher&) = delete;
+  Prefetcher& operator=(const Prefetcher&) = delete;
+
+  // The next value, std::nullopt at the end (and after it); rethrows a
+  // queued exception. With `interruptible`, the calling thread's interrupt
+  // check (distribute/interrupt.h) is polled while waiting; what it throws
+  // is raised with nothing consumed. In a child forked from the process that
+  // built it: FailedPreconditionError (nothing would ever be produced).
+  std::optional<T> next(bool interruptible = false) {
+    if (owner_process_.forked_child()) {
+      throw FailedPreconditionError(
+          "iterator: expected to be used in the process that created it, got a child forked from that process "
+          "without exec (its prefetching thread exists only in the parent); create the iterator after the fork");
+    }
+    return state_->next(interruptible);
+  }
+
+  // True in a child forked from the process that built it.
+  bool forked_child() const noexcept { return owner_process_.forked_child(); }
+
+ private:
+  OwnerProcess owner_process_;
+  std::unique_ptr<PrefetcherState<T>> state_;
 };
 
 }  // namespace distribute::internal

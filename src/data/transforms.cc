@@ -16,7 +16,7 @@
 #include "distribute/errors.h"
 #include "runtime/cpu_count.h"
 #include "runtime/interrupt.h"
-#include "runtime/owner_process.h"
+#include "distribute/internal/owner_process.h"
 
 namespace distribute {
 namespace internal {
@@ -46,29 +46,32 @@ class MapIt final : public ElementIterator {
 // their catch block has ended and hold no reference to it afterwards, so an
 // exception is always released by the consumer (libstdc++'s exception
 // reference counts are invisible to ThreadSanitizer).
-class ParallelMapIt final : public ElementIterator {
+class ParallelMapState {
  public:
-  ParallelMapIt(std::unique_ptr<ElementIterator> input, std::shared_ptr<const MapFn> fn, std::size_t parallelism)
+  ParallelMapState(std::unique_ptr<ElementIterator> input, std::shared_ptr<const MapFn> fn, std::size_t parallelism)
       : input_(std::move(input)), fn_(std::move(fn)), parallelism_(parallelism) {
     workers_.reserve(parallelism_);
     for (std::size_t i = 0; i < parallelism_; ++i) workers_.emplace_back([this] { work(); });
   }
 
-  ~ParallelMapIt() override {
-    if (owner_process_.forked_child()) {  // the workers do not exist in a forked child
-      for (auto& w : workers_) w.detach();
-      (void)signals_.release();
-      return;
-    }
+  ~ParallelMapState() {
     {
       MutexLock lock(mutex_);
       stopping_ = true;
     }
-    signals_->wake.notify_all();
+    signals_.wake.notify_all();
     for (auto& w : workers_) w.join();
   }
 
-  std::optional<Element> next() override {
+  ParallelMapState(const ParallelMapState&) = delete;
+  ParallelMapState& operator=(const ParallelMapState&) = delete;
+
+  // A forked child's copy: the workers do not exist in it.
+  void detach() {
+    for (auto& w : workers_) w.detach();
+  }
+
+  std::optional<Element> next() {
     while (in_flight_.size() < parallelism_ && !input_done_) {
       auto slot = std::make_shared<Slot>();
       std::exception_ptr input_error;
@@ -92,7 +95,7 @@ class ParallelMapIt final : public ElementIterator {
         }
       }
       in_flight_.push_back(std::move(slot));
-      signals_->wake.notify_one();
+      signals_.wake.notify_one();
     }
     if (in_flight_.empty()) return std::nullopt;
     // The front slot stays queued until its result is taken: an interrupt
@@ -105,8 +108,8 @@ class ParallelMapIt final : public ElementIterator {
       InterruptPoll poll(interruptible_);
       while (!front->ready) {
         if (!poll.active()) {
-          signals_->done.wait(lock.native(), [&] { return front->ready; });
-        } else if (!signals_->done.wait_until(lock.native(), poll.slice_end(InterruptPoll::Clock::time_point::max()),
+          signals_.done.wait(lock.native(), [&] { return front->ready; });
+        } else if (!signals_.done.wait_until(lock.native(), poll.slice_end(InterruptPoll::Clock::time_point::max()),
                                      [&] { return front->ready; })) {
           lock.unlock();
           poll.poll();
@@ -121,7 +124,7 @@ class ParallelMapIt final : public ElementIterator {
     return value;
   }
 
-  std::optional<Element> next_interruptible() override {
+  std::optional<Element> next_interruptible() {
     interruptible_ = true;
     struct Reset {
       bool& flag;
@@ -151,7 +154,7 @@ class ParallelMapIt final : public ElementIterator {
       std::optional<Task> task;
       {
         MutexLock lock(mutex_);
-        while (!stopping_ && tasks_.empty()) signals_->wake.wait(lock.native());
+        while (!stopping_ && tasks_.empty()) signals_.wake.wait(lock.native());
         if (stopping_) return;
         task.emplace(std::move(tasks_.front()));
         tasks_.pop_front();
@@ -169,7 +172,7 @@ class ParallelMapIt final : public ElementIterator {
         task->slot->error = std::move(error);
         task->slot->ready = true;
       }
-      signals_->done.notify_all();
+      signals_.done.notify_all();
     }
   }
 
@@ -183,14 +186,46 @@ class ParallelMapIt final : public ElementIterator {
     std::condition_variable wake;  // workers: a task or stop
     std::condition_variable done;  // consumer: a slot became ready
   };
-  // On the heap: a forked child leaves them (their waiters, the parent's
-  // threads, do not exist in it, and destroying a condition variable waits
-  // for its waiters).
-  std::unique_ptr<Signals> signals_ = std::make_unique<Signals>();
+  Signals signals_;
   std::deque<Task> tasks_ GUARDED_BY(mutex_);
   bool stopping_ GUARDED_BY(mutex_) = false;
   std::vector<std::thread> workers_;
-  OwnerProcess owner_process_;  // (runtime/owner_process.h)
+};
+
+// The interface of ParallelMapState. A child forked without exec neither
+// uses nor destroys its copy (distribute/internal/owner_process.h): the
+// workers do not exist in it, and may have held the lock, or been inside fn
+// or the input, at the fork; destroying a condition variable would wait for
+// its waiters, which were the parent's threads.
+class ParallelMapIt final : public ElementIterator {
+ public:
+  ParallelMapIt(std::unique_ptr<ElementIterator> input, std::shared_ptr<const MapFn> fn, std::size_t parallelism)
+      : state_(std::make_unique<ParallelMapState>(std::move(input), std::move(fn), parallelism)) {}
+  ~ParallelMapIt() override {
+    if (owner_process_.forked_child()) {
+      state_->detach();
+      (void)state_.release();
+    }
+  }
+  std::optional<Element> next() override {
+    check_process();
+    return state_->next();
+  }
+  std::optional<Element> next_interruptible() override {
+    check_process();
+    return state_->next_interruptible();
+  }
+
+ private:
+  void check_process() const {
+    if (!owner_process_.forked_child()) return;
+    throw FailedPreconditionError(
+        "map iterator: expected to be used in the process that created it, got a child forked from that process "
+        "without exec (its map threads exist only in the parent); create the iterator after the fork");
+  }
+
+  OwnerProcess owner_process_;
+  std::unique_ptr<ParallelMapState> state_;
 };
 
 class MapNode final : public UnaryNode {

@@ -17,7 +17,7 @@
 #include <vector>
 
 #include "distribute/internal/function_ref.h"
-#include "runtime/owner_process.h"
+#include "distribute/internal/owner_process.h"
 #include "runtime/spin_wait.h"
 
 namespace distribute::internal {
@@ -70,7 +70,7 @@ class ReplicaPool {
   alignas(64) WaitWord generation_;
   alignas(64) WaitWord remaining_;
   std::vector<std::thread> threads_;
-  OwnerProcess owner_process_;  // (runtime/owner_process.h)
+  OwnerProcess owner_process_;  // (distribute/internal/owner_process.h)
 };
 
 }  // namespace distribute::internal

@@ -171,6 +171,16 @@ Strategy::Strategy(Kind kind, std::vector<DeviceSpec> devices, CommunicationOpti
 }
 
 Strategy::~Strategy() {
+  if (owner_process_.forked_child()) {
+    // A forked child's copy: the replica threads, the collectives' waiters
+    // and the channel to the other workers are its parent's, and another
+    // thread of the parent may have held any of their locks (or the names'
+    // lock) at the fork: all of it is left as it is.
+    (void)collectives_.release();
+    (void)pool_.release();
+    (void)new std::shared_ptr<internal::CrossWorker>(std::move(cross_worker_));
+    return;
+  }
   StrategyNames& names = strategy_names();
   internal::MutexLock lock(names.mutex);
   auto it = names.by_id.find(id_);
@@ -241,6 +251,13 @@ void Strategy::check_replica_count(std::size_t values, std::size_t argument_inde
 }
 
 void Strategy::run_replicas(internal::FunctionRef<void(int)> body) {
+  if (owner_process_.forked_child()) {
+    throw FailedPreconditionError(
+        "Strategy::run: " + to_string() + " was created in the parent of this process, which was forked "
+        "from it without exec: expected a strategy created in this process (a fork copies none of the replica "
+        "threads and none of the links to the other workers), got the parent's copy; create the strategy after "
+        "the fork, or start the child with exec (Python's multiprocessing 'spawn' or 'forkserver')");
+  }
   FirstFailure failure;
   auto fail = [&](int r, std::exception_ptr error) noexcept {
     failure.record(r, error);

@@ -38,7 +38,7 @@
 #include "runtime/spin_wait.h"
 #include "transport/cross_worker.h"
 #include "transport/peer_watch.h"
-#include "runtime/owner_process.h"
+#include "distribute/internal/owner_process.h"
 #include "transport/shm_channel.h"
 #include "transport/wire.h"
 
@@ -202,7 +202,7 @@ class MpiProcess {
   }
 
   ~MpiProcess() {
-    // A child forked without exec: MPI is its parent's (runtime/owner_process.h).
+    // A child forked without exec: MPI is its parent's (distribute/internal/owner_process.h).
     if (owner_process_.forked_child()) return;
     int finalized = 0;
     MPI_Finalized(&finalized);
@@ -294,10 +294,21 @@ class MpiCrossWorker final : public CrossWorker {
 
   int num_workers() const override { return size_; }
   int worker_index() const override { return rank_; }
+
+  // A forked child's copy speaks for nobody: its collectives raise instead
+  // of waiting for answers that go to its parent.
+  void throw_if_forked_child(const char* what) const {
+    if (!owner_process_.forked_child()) return;
+    throw FailedPreconditionError(std::string("cross-worker ") + what + " on worker " + std::to_string(rank_) +
+                                  ": expected the process that created this MultiWorkerMirroredStrategy, got a "
+                                  "child forked from it without exec (the other workers talk to its parent); "
+                                  "create the strategy in the process that uses it");
+  }
   bool ranks_are_the_launchers() const override { return world_; }
 
   void all_reduce_sum(const char* what, DType dtype, const void* in_data, void* data, std::size_t count,
                       Clock::time_point deadline, FunctionRef<bool()> cancelled) override {
+    throw_if_forked_child(what);
     const Header mine{generation_, next_seq(what), static_cast<std::uint32_t>(Op::kAllReduce),
                       static_cast<std::uint32_t>(dtype), count, -1};
     if (shm_ != nullptr) {
@@ -321,6 +332,7 @@ class MpiCrossWorker final : public CrossWorker {
 
   std::vector<std::vector<std::byte>> all_gather(const char* what, std::span<const std::byte> mine_bytes,
                                                  Clock::time_point deadline, FunctionRef<bool()> cancelled) override {
+    throw_if_forked_child(what);
     const Header mine{generation_, next_seq(what), static_cast<std::uint32_t>(Op::kAllGather), 0, mine_bytes.size(), -1};
     if (shm_ != nullptr) return on_host([&] { return shm_->all_gather(what, mine, mine_bytes, deadline, cancelled); });
     const std::vector<Header> all = exchange_headers(what, mine, deadline, cancelled);
@@ -345,6 +357,7 @@ class MpiCrossWorker final : public CrossWorker {
 
   void broadcast(const char* what, void* data, std::size_t bytes, int root, Clock::time_point deadline,
                  FunctionRef<bool()> cancelled) override {
+    throw_if_forked_child(what);
     const Header mine{generation_, next_seq(what), static_cast<std::uint32_t>(Op::kBroadcast), 0, bytes, root};
     if (shm_ != nullptr) {
       on_host([&] { shm_->broadcast(what, mine, data, bytes, root, deadline, cancelled); });

@@ -226,26 +226,29 @@ Fd connect_to(std::uint32_t address, std::uint16_t port, PeerWatch::Clock::time_
 }
 
 // Low descriptors kept for the connections (see reserve_descriptors).
+// Never destroyed: the fork handlers below may run while the program exits.
 std::mutex& pool_mutex() {
-  static std::mutex m;
-  return m;
+  static auto* m = new std::mutex;
+  return *m;
 }
 std::vector<int>& pool_free() {
-  static std::vector<int> fds;
-  return fds;
+  static auto* fds = new std::vector<int>;
+  return *fds;
 }
 std::vector<int>& pool_all() {
-  static std::vector<int> fds;
-  return fds;
+  static auto* fds = new std::vector<int>;
+  return *fds;
 }
 
 // Every watch connection open in this process (under pool_mutex): a child
 // forked without exec closes its copies at once, so that this process's
 // end still closes the connections (the peers see it end), and no code of
-// the child writes on them.
+// the child writes on them. (Tracked from the end of the watch's start-up:
+// a fork during start-up, while the strategy's constructor runs, leaves
+// the child copies of the connections being made.)
 std::vector<int>& live_sockets() {
-  static std::vector<int> fds;
-  return fds;
+  static auto* fds = new std::vector<int>;
+  return *fds;
 }
 
 void lock_pool_for_fork() { pool_mutex().lock(); }
@@ -258,7 +261,11 @@ void close_sockets_in_child() {
 
 void close_sockets_in_forked_children() {
   static std::once_flag once;
-  std::call_once(once, [] { ::pthread_atfork(lock_pool_for_fork, unlock_pool_after_fork, close_sockets_in_child); });
+  std::call_once(once, [] {
+    (void)pool_mutex();  // built before any fork can use it
+    (void)live_sockets();
+    ::pthread_atfork(lock_pool_for_fork, unlock_pool_after_fork, close_sockets_in_child);
+  });
 }
 
 // `fd` moved onto a reserved low descriptor when one is free, and tracked

@@ -71,7 +71,7 @@
 #include <string>
 #include <vector>
 
-#include "runtime/owner_process.h"
+#include "distribute/internal/owner_process.h"
 
 namespace distribute::internal {
 

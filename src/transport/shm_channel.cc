@@ -123,9 +123,11 @@ void ShmChannel::remove_stale_segments() noexcept {
   while (const dirent* entry = ::readdir(dir)) {
     const char* name = entry->d_name;
     if (std::strncmp(name, prefix.c_str(), prefix.size()) != 0) continue;
+    const char* digits = name + prefix.size();
+    if (*digits < '0' || *digits > '9') continue;  // (strtol would take a sign or spaces)
     char* end = nullptr;
-    const long pid = std::strtol(name + prefix.size(), &end, 10);
-    if (end == name + prefix.size() || *end != '-' || pid <= 0 || pid > std::numeric_limits<pid_t>::max()) continue;
+    const long pid = std::strtol(digits, &end, 10);
+    if (*end != '-' || pid <= 0 || pid > std::numeric_limits<pid_t>::max()) continue;
     // Its creator ended (a live one, even another user's, keeps it).
     if (::kill(static_cast<pid_t>(pid), 0) != 0 && errno == ESRCH) ::shm_unlink(("/" + std::string(name)).c_str());
   }
@@ -335,7 +337,7 @@ std::string ShmChannel::broken() const {
 }
 
 void ShmChannel::post_state(std::uint32_t state, const std::string& text) noexcept {
-  // A forked child speaks for nobody (runtime/owner_process.h); nor may it
+  // A forked child speaks for nobody (distribute/internal/owner_process.h); nor may it
   // take the lock, which another thread of the parent may have held.
   if (owner_process_.forked_child()) return;
   MutexLock lock(state_mutex_);

@@ -55,7 +55,7 @@
 #include <vector>
 
 #include "core/mutex.h"
-#include "runtime/owner_process.h"
+#include "distribute/internal/owner_process.h"
 #include "distribute/internal/function_ref.h"
 #include "distribute/types.h"
 #include "transport/wire.h"

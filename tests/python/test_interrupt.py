@@ -164,6 +164,21 @@ def test_a_signal_handler_calling_into_a_waiting_strategy_is_refused(two):
   still_works(two)
 
 
+def wait_for_child(pid, what):
+  """The forked child's exit code; kills it and fails after 30 s."""
+  deadline = time.monotonic() + 30
+  ended, status = 0, 0
+  while ended == 0 and time.monotonic() < deadline:
+    ended, status = os.waitpid(pid, os.WNOHANG)
+    time.sleep(0.05)
+  if ended == 0:
+    os.kill(pid, signal.SIGKILL)
+    os.waitpid(pid, 0)
+    pytest.fail("the forked child hung " + what)
+  assert os.WIFEXITED(status), status
+  return os.WEXITSTATUS(status)
+
+
 def test_a_forked_child_dropping_its_copy_of_a_strategy_ends_at_once():
   """A child forked without exec (os.fork, multiprocessing's fork) that
   drops its copy of a strategy and of a prefetching iterator: the replica
@@ -176,20 +191,41 @@ def test_a_forked_child_dropping_its_copy_of_a_strategy_ends_at_once():
   next(iterator)
   pid = os.fork()
   if pid == 0:
+    code = 1
     try:
       del s, iterator
       gc.collect()
+      code = 0
     finally:
-      os._exit(0)
-  deadline = time.monotonic() + 30
-  ended, status = 0, 0
-  while ended == 0 and time.monotonic() < deadline:
-    ended, status = os.waitpid(pid, os.WNOHANG)
-    time.sleep(0.05)
-  if ended == 0:
-    os.kill(pid, signal.SIGKILL)
-    os.waitpid(pid, 0)
-    pytest.fail("the forked child hung dropping its copy of the strategy")
-  assert os.WIFEXITED(status) and os.WEXITSTATUS(status) == 0
+      os._exit(code)
+  assert wait_for_child(pid, "dropping its copy of the strategy") == 0
+  still_works(s)
+  assert int(np.asarray(next(iterator))) == 1
+
+
+def test_a_forked_child_using_its_parents_strategy_or_iterator_gets_an_error():
+  """The child's copies raise FailedPreconditionError naming the fork
+  instead of waiting for threads that exist only in the parent; a strategy
+  the child creates itself works."""
+  s = dist.MirroredStrategy(["CPU:0", "CPU:1"])
+  still_works(s)
+  iterator = iter(dist.data.Dataset.range(64).prefetch(2))
+  next(iterator)
+  pid = os.fork()
+  if pid == 0:
+    code = 1
+    try:
+      for attempt in (lambda: s.run(lambda: 1), lambda: next(iterator)):
+        try:
+          attempt()
+          os._exit(2)  # no error
+        except dist.FailedPreconditionError as e:
+          if "forked" not in str(e):
+            os._exit(3)
+      still_works(dist.MirroredStrategy(["CPU:0", "CPU:1"]))
+      code = 0
+    finally:
+      os._exit(code)
+  assert wait_for_child(pid, "using its copy of the strategy") == 0
   still_works(s)
   assert int(np.asarray(next(iterator))) == 1

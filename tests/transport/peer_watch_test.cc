@@ -18,6 +18,7 @@
 #include <thread>
 
 #include "distribute/errors.h"
+#include "testing/forked_child.h"
 
 namespace distribute::internal {
 namespace {
@@ -117,26 +118,20 @@ TEST(PeerWatch, AWorkerWhoseConnectionsCloseIsReportedAsEndedByEveryOther) {
 // A child forked without exec (`in_child` runs in it) that lives on while
 // the test goes on in the parent: `parent` runs once the child has run
 // `in_child`; the child then waits for the parent and ends.
+// Runs `in_child` in a forked child, then `parent` while the child lives;
+// the child ends after (testing/forked_child.h).
 void with_forked_child(const std::function<void()>& in_child, const std::function<void()>& parent) {
-  int to_child[2], from_child[2];
-  ASSERT_EQ(::pipe(to_child), 0);
-  ASSERT_EQ(::pipe(from_child), 0);
-  const pid_t pid = ::fork();
-  ASSERT_GE(pid, 0);
-  char byte = 'x';
-  if (pid == 0) {
+  testing::ForkedChild child([&] {
     in_child();
-    (void)!::write(from_child[1], &byte, 1);
-    (void)!::read(to_child[0], &byte, 1);
-    ::_exit(0);
-  }
-  ASSERT_EQ(::read(from_child[0], &byte, 1), 1);
+    return std::string();
+  });
+  const auto report = child.report();
+  ASSERT_TRUE(report.has_value()) << "the forked child hung or died";
+  ASSERT_EQ(*report, "");
   parent();
-  ASSERT_EQ(::write(to_child[1], &byte, 1), 1);
-  int status = 0;
-  ASSERT_EQ(::waitpid(pid, &status, 0), pid);
-  EXPECT_TRUE(WIFEXITED(status) && WEXITSTATUS(status) == 0) << status;
-  for (int fd : {to_child[0], to_child[1], from_child[0], from_child[1]}) ::close(fd);
+  const auto status = child.exit_status();
+  ASSERT_TRUE(status.has_value()) << "the forked child did not end";
+  EXPECT_TRUE(WIFEXITED(*status) && WEXITSTATUS(*status) == 0) << *status;
 }
 
 TEST(PeerWatch, AWorkersEndIsSeenWhileAChildItForkedLives) {

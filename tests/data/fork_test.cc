@@ -1,0 +1,72 @@
+// Iterators with background threads (prefetch, a parallel map, a
+// distributed dataset's per-replica buffer) in a child forked without exec:
+// the child's copy raises FailedPreconditionError instead of waiting for a
+// thread that exists only in the parent, and is dropped without joining it;
+// the parent's iterator goes on where it was.
+#include <gtest/gtest.h>
+
+#include <functional>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "distribute/distribute.h"
+#include "testing/forked_child.h"
+#include "testing/helpers.h"
+
+namespace distribute {
+namespace {
+
+using testing::ForkedChild;
+
+// Runs `next` in a forked child, which expects FailedPreconditionError
+// naming the fork, then `drop`; the child must report success.
+void expect_child_refuses(const std::function<void()>& next, const std::function<void()>& drop) {
+  ForkedChild child([&]() -> std::string {
+    try {
+      next();
+      return "next() in the child returned";
+    } catch (const FailedPreconditionError& e) {
+      if (std::string(e.what()).find("forked") == std::string::npos) return std::string("message: ") + e.what();
+    }
+    drop();
+    return "";
+  });
+  const auto report = child.report();
+  ASSERT_TRUE(report.has_value()) << "the child hung or died";
+  EXPECT_EQ(*report, "");
+}
+
+std::int64_t value(const Element& e) { return e.tensor().item<std::int64_t>(); }
+// The first row of replica `r`'s part of a step.
+std::int64_t first_row(const std::vector<Element>& step, std::size_t r) {
+  return step[r].tensor()[0].item<std::int64_t>();
+}
+
+TEST(ForkedChild, PrefetchIteratorRaisesAndTheParentsGoesOn) {
+  auto it = std::make_unique<Dataset::Iterator>(Dataset::range(100).prefetch(4).make_iterator());
+  EXPECT_EQ(value(it->get_next()), 0);
+  expect_child_refuses([&] { (void)it->get_next(); }, [&] { it.reset(); });
+  EXPECT_EQ(value(it->get_next()), 1);
+}
+
+TEST(ForkedChild, ParallelMapIteratorRaisesAndTheParentsGoesOn) {
+  const Dataset mapped =
+      Dataset::range(100).map([](const Element& e) { return Element(e.tensor() + Tensor(std::int64_t{10})); }, 2);
+  auto it = std::make_unique<Dataset::Iterator>(mapped.make_iterator());
+  EXPECT_EQ(value(it->get_next()), 10);
+  expect_child_refuses([&] { (void)it->get_next(); }, [&] { it.reset(); });
+  EXPECT_EQ(value(it->get_next()), 11);
+}
+
+TEST(ForkedChild, DistributedIteratorRaisesAndTheParentsGoesOn) {
+  MirroredStrategy strategy(testing::cpu_devices(2));
+  auto it = std::make_unique<DistributedIterator>(
+      strategy.experimental_distribute_dataset(Dataset::range(40).batch(4)).make_iterator());
+  EXPECT_EQ(first_row(strategy.experimental_local_results(it->get_next()), 1), 2);
+  expect_child_refuses([&] { (void)it->get_next(); }, [&] { it.reset(); });
+  EXPECT_EQ(first_row(strategy.experimental_local_results(it->get_next()), 1), 6);
+}
+
+}  // namespace
+}  // namespace distribute
