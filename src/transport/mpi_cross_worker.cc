@@ -113,6 +113,15 @@ class MpiProcess {
   // The process's MPI, initialized by the deadline (DeadlineExceededError
   // otherwise) when the program has not.
   static MpiProcess& start(Clock::time_point deadline, double timeout_seconds) {
+    // The process that first came here: a child forked from it without exec
+    // shares its MPI library's state and connections, which MPI does not
+    // support (nor is start_mutex safe to take there).
+    static const OwnerProcess first_start;
+    if (first_start.forked_child()) {
+      throw FailedPreconditionError(
+          "MultiWorkerMirroredStrategy: expected a process of the MPI job, got a child forked (without exec) from "
+          "one; MPI cannot be used in such a child: create the strategy in the parent, or start the child with exec");
+    }
     static std::mutex start_mutex;
     static std::unique_ptr<MpiProcess> process;  // finalizes at exit
     static std::string failed;                   // why initialization failed for good
