@@ -335,7 +335,11 @@ BufferPool::BufferPool(std::size_t min_bytes, std::size_t max_free) : state_(std
 }
 
 BufferPool::~BufferPool() {
-  if (state_->owner.forked_child()) return;
+  if (state_->owner.forked_child()) {
+    // Left whole: its free list may have been mid-update at the fork.
+    (void)new std::shared_ptr<State>(std::move(state_));
+    return;
+  }
   MutexLock lock(state_->mutex);
   state_->closed = true;
   for (auto& [bytes, p] : state_->free) free_bytes(p, bytes);

@@ -50,9 +50,6 @@ class PrefetcherState {
   PrefetcherState(const PrefetcherState&) = delete;
   PrefetcherState& operator=(const PrefetcherState&) = delete;
 
-  // A forked child's copy: the producer thread does not exist in it.
-  void detach() { thread_.detach(); }
-
   // The next value, std::nullopt at the end (and after it); rethrows a
   // queued exception. With `interruptible`, the calling thread's interrupt
   // check (distribute/interrupt.h) is polled while waiting; what it throws
@@ -151,8 +148,9 @@ class Prefetcher {
     if (owner_process_.forked_child()) {
       // The producer does not exist in a forked child, and may have been
       // inside produce() or holding the queue's lock at the fork: the state
-      // is left as it is (distribute/internal/owner_process.h).
-      state_->detach();
+      // is left as it is, its thread handle too (detaching it would act on
+      // whichever thread of the child now has that handle's memory;
+      // distribute/internal/owner_process.h).
       (void)state_.release();
     }
   }

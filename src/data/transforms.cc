@@ -66,11 +66,6 @@ class ParallelMapState {
   ParallelMapState(const ParallelMapState&) = delete;
   ParallelMapState& operator=(const ParallelMapState&) = delete;
 
-  // A forked child's copy: the workers do not exist in it.
-  void detach() {
-    for (auto& w : workers_) w.detach();
-  }
-
   std::optional<Element> next() {
     while (in_flight_.size() < parallelism_ && !input_done_) {
       auto slot = std::make_shared<Slot>();
@@ -202,10 +197,8 @@ class ParallelMapIt final : public ElementIterator {
   ParallelMapIt(std::unique_ptr<ElementIterator> input, std::shared_ptr<const MapFn> fn, std::size_t parallelism)
       : state_(std::make_unique<ParallelMapState>(std::move(input), std::move(fn), parallelism)) {}
   ~ParallelMapIt() override {
-    if (owner_process_.forked_child()) {
-      state_->detach();
-      (void)state_.release();
-    }
+    // (Its thread handles too: see Prefetcher's destructor.)
+    if (owner_process_.forked_child()) (void)state_.release();
   }
   std::optional<Element> next() override {
     check_process();

@@ -1,8 +1,11 @@
 #include "distribute/strategies.h"
 
 #include <algorithm>
+#include <atomic>
 #include <limits>
+#include <mutex>
 
+#include "distribute/internal/owner_process.h"
 #include "runtime/cpu_count.h"
 
 namespace distribute {
@@ -44,11 +47,31 @@ MirroredStrategy::MirroredStrategy(const std::vector<std::string>& devices, cons
 OneDeviceStrategy::OneDeviceStrategy(const std::string& device)
     : Strategy(Kind::kOneDevice, {parse_device(device)}) {}
 
+namespace {
+// The default strategy and the process that built it.
+struct DefaultOfProcess {
+  internal::OwnerProcess owner;
+  DefaultStrategy strategy;
+};
+}  // namespace
+
 Strategy& get_default_strategy() {
   // Built on first use, never destroyed: replica contexts of the default
   // strategy stay valid during static destruction of other objects.
-  static DefaultStrategy* const strategy = new DefaultStrategy();
-  return *strategy;
+  static std::atomic<DefaultOfProcess*> current{new DefaultOfProcess()};
+  DefaultOfProcess* mine = current.load(std::memory_order_acquire);
+  if (!mine->owner.forked_child()) return mine->strategy;
+  // A child forked (without exec) from the process that built it: the copy
+  // belongs to the parent (distribute/internal/owner_process.h) and is
+  // left; the child gets one of its own.
+  static std::mutex replacing;
+  std::lock_guard<std::mutex> lock(replacing);
+  mine = current.load(std::memory_order_acquire);
+  if (mine->owner.forked_child()) {
+    mine = new DefaultOfProcess();
+    current.store(mine, std::memory_order_release);
+  }
+  return mine->strategy;
 }
 
 }  // namespace distribute

@@ -1,5 +1,7 @@
 #include "distribute/strategy.h"
 
+#include <pthread.h>
+
 #include <atomic>
 #include <exception>
 #include <map>
@@ -79,9 +81,20 @@ struct StrategyNames {
   internal::Mutex mutex;
   std::map<std::uint64_t, std::string> by_id GUARDED_BY(mutex);
 };
+// Never destroyed (a child's exit may come while it was being updated at
+// the fork), and held across every fork (pthread_atfork), so that a child
+// forked without exec finds it unlocked and whole, and can build strategies
+// of its own.
+StrategyNames* names_instance = nullptr;
+void lock_names_for_fork() NO_THREAD_SAFETY_ANALYSIS { names_instance->mutex.lock(); }
+void unlock_names_after_fork() NO_THREAD_SAFETY_ANALYSIS { names_instance->mutex.unlock(); }
 StrategyNames& strategy_names() {
-  static StrategyNames names;
-  return names;
+  static StrategyNames* const names = [] {
+    names_instance = new StrategyNames;
+    ::pthread_atfork(lock_names_for_fork, unlock_names_after_fork, unlock_names_after_fork);
+    return names_instance;
+  }();
+  return *names;
 }
 
 // "replica 3 failed: <what>" for another worker's error message.

@@ -13,6 +13,7 @@
 #include "core/describe.h"
 #include "core/dtype_dispatch.h"
 #include "core/mutex.h"
+#include "distribute/internal/owner_process.h"
 #include "transport/wire.h"
 
 namespace distribute::internal {
@@ -93,6 +94,7 @@ class LocalChannel final : public CrossWorker {
   }
 
   void report_failure(const std::string& message) noexcept override {
+    if (owner_process_.forked_child()) return;  // (see close)
     MutexLock lock(hub_->mutex);
     try {
       // As the MPI transport: the peers' messages name this worker.
@@ -108,6 +110,10 @@ class LocalChannel final : public CrossWorker {
   }
 
   void close() noexcept override {
+    // A forked child's copy: the other workers (threads) are its parent's,
+    // and may have held the hub's lock at the fork
+    // (distribute/internal/owner_process.h).
+    if (owner_process_.forked_child()) return;
     MutexLock lock(hub_->mutex);
     closed_ = true;
     hub_->left[static_cast<std::size_t>(rank_)] = true;
@@ -190,6 +196,7 @@ class LocalChannel final : public CrossWorker {
 
   std::shared_ptr<Hub> hub_;
   const int rank_, size_;
+  OwnerProcess owner_process_;
   std::uint64_t next_round_ GUARDED_BY(hub_->mutex) = 0;
   std::string broken_ GUARDED_BY(hub_->mutex);
   bool closed_ GUARDED_BY(hub_->mutex) = false;

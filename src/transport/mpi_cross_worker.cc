@@ -113,11 +113,13 @@ class MpiProcess {
   // The process's MPI, initialized by the deadline (DeadlineExceededError
   // otherwise) when the program has not.
   static MpiProcess& start(Clock::time_point deadline, double timeout_seconds) {
-    // The process that first came here: a child forked from it without exec
-    // shares its MPI library's state and connections, which MPI does not
-    // support (nor is start_mutex safe to take there).
-    static const OwnerProcess first_start;
-    if (first_start.forked_child()) {
+    // A child forked without exec from a process of the job (it started MPI,
+    // or a launcher started it) shares that process's MPI state and
+    // connections, which MPI does not support (nor is start_mutex safe to
+    // take there, should its parent have started MPI through it).
+    int initialized_before = 0;
+    MPI_Initialized(&initialized_before);
+    if (OwnerProcess::process_was_forked() && (initialized_before != 0 || !launcher_size_text().empty())) {
       throw FailedPreconditionError(
           "MultiWorkerMirroredStrategy: expected a process of the MPI job, got a child forked (without exec) from "
           "one; MPI cannot be used in such a child: create the strategy in the parent, or start the child with exec");

@@ -5,9 +5,12 @@
 // the parent's iterator goes on where it was.
 #include <gtest/gtest.h>
 
+#include <atomic>
+#include <chrono>
 #include <functional>
 #include <memory>
 #include <string>
+#include <thread>
 #include <vector>
 
 #include "distribute/distribute.h"
@@ -66,6 +69,46 @@ TEST(ForkedChild, DistributedIteratorRaisesAndTheParentsGoesOn) {
   EXPECT_EQ(first_row(strategy.experimental_local_results(it->get_next()), 1), 2);
   expect_child_refuses([&] { (void)it->get_next(); }, [&] { it.reset(); });
   EXPECT_EQ(first_row(strategy.experimental_local_results(it->get_next()), 1), 6);
+}
+
+TEST(ForkedChild, ForkedWhileTheMapFunctionRunsMakesItsOwnThreadsThenDropsTheCopy) {
+#if defined(__SANITIZE_THREAD__)
+  GTEST_SKIP() << "ThreadSanitizer does not support new threads in a child of a multi-threaded process";
+#endif
+  // The parent's map workers and producer are inside fn at the fork; the
+  // child starts threads of its own (which may reuse the memory of the
+  // parent's thread handles), then drops its copy of the iterator: nothing
+  // of the copy may act on the child's threads.
+  std::atomic<bool> inside{false}, release{false};
+  const Dataset mapped = Dataset::range(100)
+                             .map(
+                                 [&](const Element& e) {
+                                   if (value(e) >= 3) {
+                                     inside = true;
+                                     while (!release) std::this_thread::sleep_for(std::chrono::milliseconds(1));
+                                   }
+                                   return e;
+                                 },
+                                 2)
+                             .prefetch(2);
+  auto it = std::make_unique<Dataset::Iterator>(mapped.make_iterator());
+  EXPECT_EQ(value(it->get_next()), 0);
+  while (!inside) std::this_thread::sleep_for(std::chrono::milliseconds(1));
+  ForkedChild child([&]() -> std::string {
+    MirroredStrategy own(testing::cpu_devices(2));
+    auto ids = [&] { return own.run([] { return current_replica_context().replica_id_in_sync_group(); }); };
+    if (ids().values()[1] != 1) return "the child's own strategy did not run";
+    auto own_it = Dataset::range(10).prefetch(2).make_iterator();
+    it.reset();
+    if (ids().values()[1] != 1) return "the child's own strategy stopped after the copy was dropped";
+    if (value(own_it.get_next()) != 0) return "the child's own iterator did not run";
+    return "";
+  });
+  const auto report = child.report();
+  release = true;
+  ASSERT_TRUE(report.has_value()) << "the child hung or died";
+  EXPECT_EQ(*report, "");
+  EXPECT_EQ(value(it->get_next()), 1);
 }
 
 }  // namespace

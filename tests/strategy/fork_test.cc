@@ -87,5 +87,20 @@ TEST(ForkedChild, ForkedWhileTheReplicasRunDropsItsCopyAndRunsANewStrategy) {
   EXPECT_EQ(failures, "");
 }
 
+TEST(ForkedChild, GetsADefaultStrategyOfItsOwn) {
+  Strategy& parents = get_default_strategy();
+  EXPECT_EQ(parents.run([] { return 7; }).values()[0], 7);
+  ForkedChild child([&]() -> std::string {
+    Strategy& mine = get_default_strategy();
+    if (&mine == &parents) return "the child's default strategy is its parent's copy";
+    if (&get_default_strategy() != &mine) return "a second call gave another default strategy";
+    return mine.run([] { return 7; }).values()[0] == 7 ? "" : "the child's default strategy did not run";
+  });
+  const auto report = child.report();
+  ASSERT_TRUE(report.has_value()) << "the child hung or died";
+  EXPECT_EQ(*report, "");
+  EXPECT_EQ(&get_default_strategy(), &parents);
+}
+
 }  // namespace
 }  // namespace distribute

@@ -2,17 +2,20 @@
 // test process, as Python's os.fork and multiprocessing do, and brings its
 // outcome back. The child sends the function's report (its return value:
 // empty for success, else what went wrong, or the what() of an exception it
-// let out), then waits until the parent releases it (or ends) and exits
-// with _exit(0): it runs none of its parent's destructors on the way out.
+// let out) and closes it, then waits until the parent releases it (or ends)
+// and exits with _exit(0): it runs none of its parent's destructors on the
+// way out.
 // The parent never waits forever: a child that sends nothing within the
 // timeout, or does not exit after release, is killed.
 #pragma once
 
+#include <fcntl.h>
 #include <poll.h>
 #include <signal.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <cerrno>
 #include <chrono>
 #include <exception>
 #include <functional>
@@ -26,30 +29,50 @@ namespace distribute::testing {
 class ForkedChild {
  public:
   explicit ForkedChild(const std::function<std::string()>& body) {
-    int to_child[2], from_child[2];
-    if (::pipe(to_child) != 0 || ::pipe(from_child) != 0) throw std::runtime_error("ForkedChild: pipe failed");
+    int to_child[2] = {-1, -1}, from_child[2] = {-1, -1};
+    // Close-on-exec: no other child of this process keeps them open.
+    if (::pipe2(to_child, O_CLOEXEC) != 0 || ::pipe2(from_child, O_CLOEXEC) != 0) {
+      for (int fd : {to_child[0], to_child[1]}) {
+        if (fd >= 0) ::close(fd);
+      }
+      throw std::runtime_error("ForkedChild: pipe2 failed");
+    }
     pid_ = ::fork();
-    if (pid_ < 0) throw std::runtime_error("ForkedChild: fork failed");
+    if (pid_ < 0) {
+      for (int fd : {to_child[0], to_child[1], from_child[0], from_child[1]}) ::close(fd);
+      throw std::runtime_error("ForkedChild: fork failed");
+    }
     if (pid_ == 0) {
-      ::close(to_child[1]);
-      ::close(from_child[0]);
-      std::string report;
+      // Nothing leaves this block: the child never returns into the test.
+      int code = 0;
       try {
-        report = body();
-      } catch (const std::exception& e) {
-        report = std::string("the child raised: ") + e.what();
+        ::close(to_child[1]);
+        ::close(from_child[0]);
+        std::string report;
+        try {
+          report = body();
+        } catch (const std::exception& e) {
+          report = std::string("the child raised: ") + e.what();
+        } catch (...) {
+          report = "the child raised a non-standard exception";
+        }
+        // The report ends with the pipe (the parent reads to its end); a
+        // success is one 'y', so that an empty pipe is not one.
+        report = report.empty() ? "y" : "n" + report;
+        for (std::size_t sent = 0; sent < report.size();) {
+          const ssize_t n = ::write(from_child[1], report.data() + sent, report.size() - sent);
+          if (n < 0 && errno == EINTR) continue;
+          if (n <= 0) ::_exit(3);
+          sent += static_cast<std::size_t>(n);
+        }
+        ::close(from_child[1]);
+        char byte;
+        while (::read(to_child[0], &byte, 1) < 0 && errno == EINTR) {
+        }  // released, or the parent ended
       } catch (...) {
-        report = "the child raised a non-standard exception";
+        code = 4;
       }
-      report.push_back('\n');  // ends the report (also an empty one)
-      for (std::size_t sent = 0; sent < report.size();) {
-        const ssize_t n = ::write(from_child[1], report.data() + sent, report.size() - sent);
-        if (n <= 0) ::_exit(3);
-        sent += static_cast<std::size_t>(n);
-      }
-      char byte;
-      (void)!::read(to_child[0], &byte, 1);  // released, or the parent ended
-      ::_exit(0);
+      ::_exit(code);
     }
     ::close(to_child[0]);
     ::close(from_child[1]);
@@ -67,24 +90,32 @@ class ForkedChild {
   }
 
   // The child's report (empty: success), or std::nullopt when none came
-  // within `timeout` (the child is then killed).
+  // within `timeout` (the child is then killed) or it ended without one.
   std::optional<std::string> report(std::chrono::milliseconds timeout = std::chrono::seconds(20)) {
     const auto end = std::chrono::steady_clock::now() + timeout;
     std::string text;
-    while (text.empty() || text.back() != '\n') {
+    while (true) {
       const auto left = std::chrono::duration_cast<std::chrono::milliseconds>(end - std::chrono::steady_clock::now());
-      pollfd p{report_fd_, POLLIN, 0};
-      char buffer[4096];
-      if (left.count() <= 0 || ::poll(&p, 1, static_cast<int>(left.count())) <= 0) {
+      if (left.count() <= 0) {
         kill();
         return std::nullopt;
       }
+      pollfd p{report_fd_, POLLIN, 0};
+      const int ready = ::poll(&p, 1, static_cast<int>(left.count()));
+      if (ready < 0 && errno == EINTR) continue;
+      if (ready <= 0) {
+        kill();
+        return std::nullopt;
+      }
+      char buffer[4096];
       const ssize_t n = ::read(report_fd_, buffer, sizeof buffer);
-      if (n <= 0) return std::nullopt;  // ended without a report
+      if (n < 0 && errno == EINTR) continue;
+      if (n <= 0) break;  // the end of the report
       text.append(buffer, static_cast<std::size_t>(n));
     }
-    text.pop_back();
-    return text;
+    if (text == "y") return std::string();
+    if (text.empty() || text[0] != 'n') return std::nullopt;
+    return text.substr(1);
   }
 
   // Lets the child exit.
@@ -103,8 +134,9 @@ class ForkedChild {
     while (true) {
       int status = 0;
       const pid_t done = ::waitpid(pid_, &status, WNOHANG);
+      if (done < 0 && errno == EINTR) continue;
       if (done == pid_) status_ = status;
-      if (done == pid_ || done < 0) {
+      if (done == pid_ || done < 0) {  // (< 0: not this process's child any more)
         pid_ = -1;
         return status_;
       }
@@ -121,7 +153,8 @@ class ForkedChild {
     if (pid_ <= 0) return;
     ::kill(pid_, SIGKILL);
     int status = 0;
-    ::waitpid(pid_, &status, 0);
+    while (::waitpid(pid_, &status, 0) < 0 && errno == EINTR) {
+    }
     pid_ = -1;
   }
 

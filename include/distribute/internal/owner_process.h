@@ -12,8 +12,10 @@
 //   - where it would wait for its threads or its peers, which raises
 //     FailedPreconditionError in such a child instead of waiting forever.
 // The check is one relaxed load: the process counts the forks it came out
-// of (a pthread_atfork child handler, registered when the first
-// OwnerProcess is built).
+// of (a pthread_atfork child handler, registered when the library is
+// loaded; getpid() comparisons if that registration failed). A child made
+// without fork()'s handlers (_Fork, a raw clone or SYS_fork) is not told
+// apart.
 #pragma once
 
 #include <cstdint>
@@ -28,8 +30,13 @@ class OwnerProcess {
   // object.
   bool forked_child() const noexcept;
 
+  // True in a process forked (without exec) from another that had loaded
+  // this library.
+  static bool process_was_forked() noexcept;
+
  private:
   std::uint32_t forks_;  // the creating process's fork count
+  int pid_;              // and its id
 };
 
 }  // namespace distribute::internal
