@@ -164,8 +164,17 @@ def test_a_signal_handler_calling_into_a_waiting_strategy_is_refused(two):
   still_works(two)
 
 
-def wait_for_child(pid, what):
-  """The forked child's exit code; kills it and fails after 30 s."""
+def exit_code_of_forked_child(body, what):
+  """Runs body() in a child forked without exec and returns the child's
+  exit code: body's return value (0: success), 1 if it raised. Kills the
+  child and fails after 30 s."""
+  pid = os.fork()
+  if pid == 0:
+    code = 1
+    try:
+      code = body()
+    finally:
+      os._exit(code)
   deadline = time.monotonic() + 30
   ended, status = 0, 0
   while ended == 0 and time.monotonic() < deadline:
@@ -189,16 +198,14 @@ def test_a_forked_child_dropping_its_copy_of_a_strategy_ends_at_once():
   still_works(s)
   iterator = iter(dist.data.Dataset.range(64).map(lambda x: x, num_parallel_calls=2).prefetch(2))
   next(iterator)
-  pid = os.fork()
-  if pid == 0:
-    code = 1
-    try:
-      del s, iterator
-      gc.collect()
-      code = 0
-    finally:
-      os._exit(code)
-  assert wait_for_child(pid, "dropping its copy of the strategy") == 0
+
+  def drop():
+    nonlocal s, iterator
+    del s, iterator
+    gc.collect()
+    return 0
+
+  assert exit_code_of_forked_child(drop, "dropping its copy of the strategy") == 0
   still_works(s)
   assert int(np.asarray(next(iterator))) == 1
 
@@ -211,21 +218,18 @@ def test_a_forked_child_using_its_parents_strategy_or_iterator_gets_an_error():
   still_works(s)
   iterator = iter(dist.data.Dataset.range(64).prefetch(2))
   next(iterator)
-  pid = os.fork()
-  if pid == 0:
-    code = 1
-    try:
-      for attempt in (lambda: s.run(lambda: 1), lambda: next(iterator)):
-        try:
-          attempt()
-          os._exit(2)  # no error
-        except dist.FailedPreconditionError as e:
-          if "forked" not in str(e):
-            os._exit(3)
-      still_works(dist.MirroredStrategy(["CPU:0", "CPU:1"]))
-      code = 0
-    finally:
-      os._exit(code)
-  assert wait_for_child(pid, "using its copy of the strategy") == 0
+
+  def use():
+    for attempt in (lambda: s.run(lambda: 1), lambda: next(iterator)):
+      try:
+        attempt()
+        return 2  # no error
+      except dist.FailedPreconditionError as e:
+        if "forked" not in str(e):
+          return 3
+    still_works(dist.MirroredStrategy(["CPU:0", "CPU:1"]))
+    return 0
+
+  assert exit_code_of_forked_child(use, "using its copy of the strategy") == 0
   still_works(s)
   assert int(np.asarray(next(iterator))) == 1
