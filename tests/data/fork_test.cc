@@ -21,6 +21,7 @@ namespace distribute {
 namespace {
 
 using testing::ForkedChild;
+using testing::ForkTest;
 
 // Runs `next` in a forked child, which expects FailedPreconditionError
 // naming the fork, then `drop`; the child must report success.
@@ -46,14 +47,14 @@ std::int64_t first_row(const std::vector<Element>& step, std::size_t r) {
   return step[r].tensor()[0].item<std::int64_t>();
 }
 
-TEST(ForkedChild, PrefetchIteratorRaisesAndTheParentsGoesOn) {
+TEST_F(ForkTest, PrefetchIteratorRaisesAndTheParentsGoesOn) {
   auto it = std::make_unique<Dataset::Iterator>(Dataset::range(100).prefetch(4).make_iterator());
   EXPECT_EQ(value(it->get_next()), 0);
   expect_child_refuses([&] { (void)it->get_next(); }, [&] { it.reset(); });
   EXPECT_EQ(value(it->get_next()), 1);
 }
 
-TEST(ForkedChild, ParallelMapIteratorRaisesAndTheParentsGoesOn) {
+TEST_F(ForkTest, ParallelMapIteratorRaisesAndTheParentsGoesOn) {
   const Dataset mapped =
       Dataset::range(100).map([](const Element& e) { return Element(e.tensor() + Tensor(std::int64_t{10})); }, 2);
   auto it = std::make_unique<Dataset::Iterator>(mapped.make_iterator());
@@ -62,7 +63,7 @@ TEST(ForkedChild, ParallelMapIteratorRaisesAndTheParentsGoesOn) {
   EXPECT_EQ(value(it->get_next()), 11);
 }
 
-TEST(ForkedChild, DistributedIteratorRaisesAndTheParentsGoesOn) {
+TEST_F(ForkTest, DistributedIteratorRaisesAndTheParentsGoesOn) {
   MirroredStrategy strategy(testing::cpu_devices(2));
   auto it = std::make_unique<DistributedIterator>(
       strategy.experimental_distribute_dataset(Dataset::range(40).batch(4)).make_iterator());
@@ -71,10 +72,7 @@ TEST(ForkedChild, DistributedIteratorRaisesAndTheParentsGoesOn) {
   EXPECT_EQ(first_row(strategy.experimental_local_results(it->get_next()), 1), 6);
 }
 
-TEST(ForkedChild, ForkedWhileTheMapFunctionRunsMakesItsOwnThreadsThenDropsTheCopy) {
-#if defined(__SANITIZE_THREAD__)
-  GTEST_SKIP() << "ThreadSanitizer does not support new threads in a child of a multi-threaded process";
-#endif
+TEST_F(ForkTest, ForkedWhileTheMapFunctionRunsMakesItsOwnThreadsThenDropsTheCopy) {
   // The parent's map workers and producer are inside fn at the fork; the
   // child starts threads of its own (which may reuse the memory of the
   // parent's thread handles), then drops its copy of the iterator: nothing

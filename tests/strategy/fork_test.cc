@@ -20,6 +20,7 @@ namespace distribute {
 namespace {
 
 using testing::ForkedChild;
+using testing::ForkTest;
 
 // A 1 MiB all_reduce: its results come from the collectives' buffer pool.
 PerReplica<Tensor> reduce_big(MirroredStrategy& strategy) {
@@ -27,7 +28,7 @@ PerReplica<Tensor> reduce_big(MirroredStrategy& strategy) {
       [] { return current_replica_context().all_reduce(ReduceOp::SUM, Tensor::zeros(DType::kFloat32, {256 * 1024})); });
 }
 
-TEST(ForkedChild, CannotRunItsParentsStrategyAndDropsItWithoutWaiting) {
+TEST_F(ForkTest, CannotRunItsParentsStrategyAndDropsItWithoutWaiting) {
   auto strategy = std::make_unique<MirroredStrategy>(testing::cpu_devices(2));
   std::optional<PerReplica<Tensor>> pooled = reduce_big(*strategy);
   ForkedChild child([&]() -> std::string {
@@ -55,15 +56,12 @@ TEST(ForkedChild, CannotRunItsParentsStrategyAndDropsItWithoutWaiting) {
   EXPECT_EQ(reduce_big(*strategy).values()[0].num_elements(), 256 * 1024);
 }
 
-TEST(ForkedChild, ForkedWhileTheReplicasRunDropsItsCopyAndRunsANewStrategy) {
+TEST_F(ForkTest, ForkedWhileTheReplicasRunDropsItsCopyAndRunsANewStrategy) {
   // Forks while another thread keeps the replicas in collectives: every
   // child drops its copy of the strategy, builds its own and runs it.
   // (glibc lets a child "join" its parent's threads, so dropping the copy
   // without the fork checks seldom fails here; the first test is the one
   // that fails without them. This one holds the forking user's story.)
-#if defined(__SANITIZE_THREAD__)
-  GTEST_SKIP() << "ThreadSanitizer's runtime can hang a child forked while other threads run in it";
-#endif
   MirroredStrategy strategy(testing::cpu_devices(2));
   std::atomic<bool> stop{false};
   std::thread driver([&] {
@@ -90,7 +88,7 @@ TEST(ForkedChild, ForkedWhileTheReplicasRunDropsItsCopyAndRunsANewStrategy) {
   EXPECT_EQ(failures, "");
 }
 
-TEST(ForkedChild, GetsADefaultStrategyOfItsOwn) {
+TEST_F(ForkTest, GetsADefaultStrategyOfItsOwn) {
   Strategy& parents = get_default_strategy();
   EXPECT_EQ(parents.run([] { return 7; }).values()[0], 7);
   ForkedChild child([&]() -> std::string {

@@ -10,6 +10,7 @@
 #pragma once
 
 #include <fcntl.h>
+#include <gtest/gtest.h>
 #include <poll.h>
 #include <signal.h>
 #include <sys/wait.h>
@@ -162,6 +163,19 @@ class ForkedChild {
   int release_fd_ = -1;
   int report_fd_ = -1;
   std::optional<int> status_;
+};
+
+// The suite of tests that fork. Skipped under ThreadSanitizer: a child
+// forked from a process whose other threads run can hang in TSan's runtime
+// (gcc 12's libtsan; llvm-project pull request 96600), and TSan does not
+// support new threads in such a child.
+class ForkTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+#if defined(__SANITIZE_THREAD__)
+    GTEST_SKIP() << "ThreadSanitizer does not support fork in a multi-threaded process";
+#endif
+  }
 };
 
 }  // namespace distribute::testing
