@@ -187,8 +187,8 @@ Strategy::~Strategy() {
   if (owner_process_.forked_child()) {
     // A forked child's copy: the replica threads, the collectives' waiters
     // and the channel to the other workers are its parent's, and another
-    // thread of the parent may have held any of their locks (or the names'
-    // lock) at the fork: all of it is left as it is.
+    // thread of the parent may have held any of their locks at the fork: all
+    // of it is left as it is (the name stays registered: harmless).
     (void)collectives_.release();
     (void)pool_.release();
     (void)new std::shared_ptr<internal::CrossWorker>(std::move(cross_worker_));
