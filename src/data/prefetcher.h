@@ -22,9 +22,8 @@
 #include <variant>
 
 #include "core/mutex.h"
-#include "distribute/errors.h"
-#include "distribute/internal/owner_process.h"
 #include "runtime/interrupt.h"
+#include "runtime/parent_only.h"
 #include "runtime/spin_wait.h"
 
 namespace distribute::internal {
@@ -136,7 +135,6 @@ class PrefetcherState {
   std::thread thread_;  // last: starts after every other member is ready
 };
 
-
 template <class T>
 class Prefetcher {
  public:
@@ -144,40 +142,18 @@ class Prefetcher {
   Prefetcher(std::function<std::optional<T>()> produce, std::size_t depth)
       : state_(std::make_unique<PrefetcherState<T>>(std::move(produce), depth)) {}
 
-  ~Prefetcher() {
-    if (owner_process_.forked_child()) {
-      // The producer does not exist in a forked child, and may have been
-      // inside produce() or holding the queue's lock at the fork: the state
-      // is left as it is, its thread handle too (detaching it would act on
-      // whichever thread of the child now has that handle's memory;
-      // distribute/internal/owner_process.h).
-      (void)state_.release();
-    }
-  }
-
-  Prefetcher(const Prefetcher&) = delete;
-  Prefetcher& operator=(const Prefetcher&) = delete;
-
   // The next value, std::nullopt at the end (and after it); rethrows a
   // queued exception. With `interruptible`, the calling thread's interrupt
   // check (distribute/interrupt.h) is polled while waiting; what it throws
   // is raised with nothing consumed. In a child forked from the process that
   // built it: FailedPreconditionError (nothing would ever be produced).
-  std::optional<T> next(bool interruptible = false) {
-    if (owner_process_.forked_child()) {
-      throw FailedPreconditionError(
-          "iterator: expected to be used in the process that created it, got a child forked from that process "
-          "without exec (its prefetching thread exists only in the parent); create the iterator after the fork");
-    }
-    return state_->next(interruptible);
-  }
+  std::optional<T> next(bool interruptible = false) { return state_.get("iterator").next(interruptible); }
 
   // True in a child forked from the process that built it.
-  bool forked_child() const noexcept { return owner_process_.forked_child(); }
+  bool forked_child() const noexcept { return state_.forked_child(); }
 
  private:
-  OwnerProcess owner_process_;
-  std::unique_ptr<PrefetcherState<T>> state_;
+  ParentOnly<PrefetcherState<T>> state_;  // (runtime/parent_only.h)
 };
 
 }  // namespace distribute::internal

@@ -16,7 +16,7 @@
 #include "distribute/errors.h"
 #include "runtime/cpu_count.h"
 #include "runtime/interrupt.h"
-#include "distribute/internal/owner_process.h"
+#include "runtime/parent_only.h"
 
 namespace distribute {
 namespace internal {
@@ -187,38 +187,17 @@ class ParallelMapState {
   std::vector<std::thread> workers_;
 };
 
-// The interface of ParallelMapState. A child forked without exec neither
-// uses nor destroys its copy (distribute/internal/owner_process.h): the
-// workers do not exist in it, and may have held the lock, or been inside fn
-// or the input, at the fork; destroying a condition variable would wait for
-// its waiters, which were the parent's threads.
+// The interface of ParallelMapState: a child forked without exec neither
+// uses nor destroys its copy (runtime/parent_only.h).
 class ParallelMapIt final : public ElementIterator {
  public:
   ParallelMapIt(std::unique_ptr<ElementIterator> input, std::shared_ptr<const MapFn> fn, std::size_t parallelism)
       : state_(std::make_unique<ParallelMapState>(std::move(input), std::move(fn), parallelism)) {}
-  ~ParallelMapIt() override {
-    // (Its thread handles too: see Prefetcher's destructor.)
-    if (owner_process_.forked_child()) (void)state_.release();
-  }
-  std::optional<Element> next() override {
-    check_process();
-    return state_->next();
-  }
-  std::optional<Element> next_interruptible() override {
-    check_process();
-    return state_->next_interruptible();
-  }
+  std::optional<Element> next() override { return state_.get("map iterator").next(); }
+  std::optional<Element> next_interruptible() override { return state_.get("map iterator").next_interruptible(); }
 
  private:
-  void check_process() const {
-    if (!owner_process_.forked_child()) return;
-    throw FailedPreconditionError(
-        "map iterator: expected to be used in the process that created it, got a child forked from that process "
-        "without exec (its map threads exist only in the parent); create the iterator after the fork");
-  }
-
-  OwnerProcess owner_process_;
-  std::unique_ptr<ParallelMapState> state_;
+  ParentOnly<ParallelMapState> state_;
 };
 
 class MapNode final : public UnaryNode {

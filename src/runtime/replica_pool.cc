@@ -23,13 +23,6 @@ ReplicaPool::ReplicaPool(int num_replicas, const std::string& name_prefix) : num
 }
 
 ReplicaPool::~ReplicaPool() {
-  if (owner_process_.forked_child()) {
-    // The replica threads do not exist in a forked child: nothing to join,
-    // and their handles are left as they are (detaching one would act on
-    // whichever thread of the child now has that handle's memory).
-    (void)new std::vector<std::thread>(std::move(threads_));
-    return;
-  }
   stopping_ = true;
   task_ = nullptr;
   generation_.notify_add(1);

@@ -5,7 +5,9 @@
 // destroyed (no thread is created per call). A call publishes the task by
 // bumping a generation word; each replica thread spins briefly on it, then
 // sleeps (see spin_wait.h). Completion is a countdown the caller waits on the
-// same way.
+// same way. A child forked without exec must not destroy a pool of its
+// parent's: the strategy that owns it leaves it there (Strategy's
+// destructor; distribute/internal/owner_process.h).
 #pragma once
 
 #include <atomic>
@@ -17,7 +19,6 @@
 #include <vector>
 
 #include "distribute/internal/function_ref.h"
-#include "distribute/internal/owner_process.h"
 #include "runtime/spin_wait.h"
 
 namespace distribute::internal {
@@ -70,7 +71,6 @@ class ReplicaPool {
   alignas(64) WaitWord generation_;
   alignas(64) WaitWord remaining_;
   std::vector<std::thread> threads_;
-  OwnerProcess owner_process_;  // (distribute/internal/owner_process.h)
 };
 
 }  // namespace distribute::internal

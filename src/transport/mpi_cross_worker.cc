@@ -33,12 +33,12 @@
 #include "core/dtype_dispatch.h"
 #include "core/mutex.h"
 #include "distribute/errors.h"
+#include "distribute/internal/owner_process.h"
 #include "runtime/deadline.h"
 #include "runtime/interrupt.h"
 #include "runtime/spin_wait.h"
 #include "transport/cross_worker.h"
 #include "transport/peer_watch.h"
-#include "distribute/internal/owner_process.h"
 #include "transport/shm_channel.h"
 #include "transport/wire.h"
 
@@ -306,15 +306,6 @@ class MpiCrossWorker final : public CrossWorker {
   int num_workers() const override { return size_; }
   int worker_index() const override { return rank_; }
 
-  // A forked child's copy speaks for nobody: its collectives raise instead
-  // of waiting for answers that go to its parent.
-  void throw_if_forked_child(const char* what) const {
-    if (!owner_process_.forked_child()) return;
-    throw FailedPreconditionError(std::string("cross-worker ") + what + " on worker " + std::to_string(rank_) +
-                                  ": expected the process that created this MultiWorkerMirroredStrategy, got a "
-                                  "child forked from it without exec (the other workers talk to its parent); "
-                                  "create the strategy in the process that uses it");
-  }
   bool ranks_are_the_launchers() const override { return world_; }
 
   void all_reduce_sum(const char* what, DType dtype, const void* in_data, void* data, std::size_t count,
@@ -432,6 +423,16 @@ class MpiCrossWorker final : public CrossWorker {
   }
 
  private:
+  // A forked child's copy speaks for nobody: its collectives raise instead
+  // of waiting for answers that go to its parent.
+  void throw_if_forked_child(const char* what) const {
+    if (!owner_process_.forked_child()) return;
+    throw FailedPreconditionError(std::string("cross-worker ") + what + " on worker " + std::to_string(rank_) +
+                                  ": expected the process that created this MultiWorkerMirroredStrategy, got a "
+                                  "child forked from it without exec (the other workers talk to its parent); "
+                                  "create the strategy in the process that uses it");
+  }
+
   // Start-up, bounded by `deadline`: every worker says hello on the
   // program's communicator (naming the ones that do not within the
   // deadline, and checking that all are at the same strategy), then the
