@@ -360,7 +360,15 @@ dist::Tensor wrap_buffer(const py::buffer& buffer, bool need_writable = false) {
   return dist::Tensor::wrap(*dtype, std::move(shape), data, std::move(info), writable);
 }
 
-py::buffer_info tensor_buffer(const dist::Tensor& t) {
+// A tensor the caller owns alone and may write (experimental_allocate_shared's):
+// its buffer is exported writable.
+struct WritableTensor {
+  dist::Tensor tensor;
+};
+
+py::buffer_info tensor_buffer(const dist::Tensor& t, bool readonly = true);
+
+py::buffer_info tensor_buffer(const dist::Tensor& t, bool readonly) {
   std::vector<py::ssize_t> shape, strides(static_cast<std::size_t>(t.rank()));
   for (int k = 0; k < t.rank(); ++k) shape.push_back(static_cast<py::ssize_t>(t.dim(k)));
   auto stride = static_cast<py::ssize_t>(dist::dtype_size(t.dtype()));
@@ -370,7 +378,7 @@ py::buffer_info tensor_buffer(const dist::Tensor& t) {
   }
   // Read-only: Tensors are immutable (numpy sees the library's buffer).
   return py::buffer_info(const_cast<std::byte*>(t.bytes().data()), static_cast<py::ssize_t>(dist::dtype_size(t.dtype())),
-                         format_of(t.dtype()), t.rank(), shape, strides, /*readonly=*/true);
+                         format_of(t.dtype()), t.rank(), shape, strides, readonly);
 }
 
 // pybind11's getbuffer slot cannot fail (an exception from the def_buffer
@@ -635,7 +643,7 @@ PYBIND11_MODULE(_core, m) {
   });
 
   py::class_<dist::Tensor>(m, "Tensor", py::buffer_protocol())
-      .def_buffer(&tensor_buffer)
+      .def_buffer([](const dist::Tensor& t) { return tensor_buffer(t); })
       .def_property_readonly("shape",
                              [](const dist::Tensor& t) {
                                py::tuple shape(static_cast<std::size_t>(t.rank()));
@@ -662,6 +670,8 @@ PYBIND11_MODULE(_core, m) {
     g_pybind_getbuffer = type->tp_as_buffer->bf_getbuffer;
     type->tp_as_buffer->bf_getbuffer = &tensor_getbuffer;
   }
+  py::class_<WritableTensor>(m, "_WritableTensor", py::buffer_protocol())
+      .def_buffer([](const WritableTensor& w) { return tensor_buffer(w.tensor, /*readonly=*/false); });
   m.def("wrap", [](const py::buffer& b) { return wrap_buffer(b); }, "A Tensor over a C-contiguous buffer, without a copy");
   m.def(
       "strings",
@@ -855,6 +865,37 @@ PYBIND11_MODULE(_core, m) {
                                return names;
                              })
       .def("__repr__", &dist::Strategy::to_string)
+      // One writable buffer object per local replica (numpy.asarray of each
+      // is the array to hand to all_reduce_in_place).
+      .def("experimental_allocate_shared",
+           [](dist::Strategy& s, const std::string& dtype, const std::vector<std::int64_t>& shape) {
+             dist::DType d = dist::DType::kString;
+             if (dtype == "float32") {
+               d = dist::DType::kFloat32;
+             } else if (dtype == "float64") {
+               d = dist::DType::kFloat64;
+             } else if (dtype == "int32") {
+               d = dist::DType::kInt32;
+             } else if (dtype == "int64") {
+               d = dist::DType::kInt64;
+             } else {
+               throw dist::InvalidArgumentError(
+                   "experimental_allocate_shared: expected dtype float32, float64, int32 or int64, got " + dtype);
+             }
+             const dist::Tensor zeros = dist::Tensor::zeros(d, dist::Shape(shape));  // (checks the shape)
+             std::vector<std::shared_ptr<std::byte>> blocks;
+             {
+               Interruptible interruptible;
+               ReleaseGil nogil;
+               blocks = s.experimental_allocate_shared(zeros.bytes().size());
+             }
+             std::vector<WritableTensor> out;
+             for (std::shared_ptr<std::byte>& b : blocks) {
+               std::byte* data = b.get();
+               out.push_back({dist::Tensor::wrap(d, zeros.shape(), data, std::move(b), /*writable=*/true)});
+             }
+             return out;
+           })
       // body(r) for every local replica r, concurrently on the replica
       // threads, each inside its replica context and under the GIL.
       .def("run",

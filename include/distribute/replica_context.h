@@ -123,8 +123,14 @@ class ReplicaContext {
   //     replicas' threads is a data race, as any unsynchronized write is.
   // Lvalues (even non-const ones) take the const& overloads above and are
   // never modified; std::move of a const tensor does too.
-  // Not with other workers (MultiWorkerMirroredStrategy): there the call
-  // behaves as the const& one (the value is still consumed).
+  // With other workers (MultiWorkerMirroredStrategy) only when the worker
+  // has a single local replica, for a tensor that travels in a pack of its
+  // own (a single tensor, or bytes_per_pack keeping it apart): the workers'
+  // exchange then sums into the donated buffer (without any copy between
+  // the processes when the tensor came from
+  // Strategy::experimental_allocate_shared and every worker donates);
+  // otherwise the call behaves as the const& one (the value is still
+  // consumed).
   Tensor all_reduce(ReduceOp op, Tensor&& value, const CommunicationOptions& options = {}) const;
   // Several tensors, each donated or not on its own; `values` is consumed
   // as a whole (left empty on return).

@@ -232,6 +232,30 @@ class Strategy {
   Tensor gather(const Mirrored<Tensor>& value, int axis);
   Tensor gather(const Tensor& value, int axis);
 
+  // Zero-filled memory of `bytes` bytes (aligned for any dtype), one block
+  // per local replica, for tensors reduced in place: the replica writes its
+  // block, wraps it for the call (O(1)) and donates the wrap. The wrap's
+  // owner must be its own (a donated tensor is the only owner of its
+  // buffer's reference count: `block` itself as the owner would count the
+  // caller's copy too, and the call would not be in place):
+  //   auto owner = std::make_shared<std::shared_ptr<std::byte>>(block);
+  //   Tensor g = Tensor::wrap(DType::kFloat32, shape, block.get(), owner, /*writable=*/true);
+  //   g = ctx.all_reduce(ReduceOp::SUM, std::move(g));  // the sums, in the block
+  // For MultiWorkerMirroredStrategy with one replica per worker on one host
+  // (its shared-memory transport), each block is this worker's region of a
+  // shared-memory segment every worker maps: such an in-place all_reduce
+  // (from 64 KiB up, every worker passing its block at the same offset)
+  // copies nothing between the processes; each worker sums its share of the
+  // elements straight from every worker's block (the same bits as the
+  // copying path). Elsewhere the blocks are ordinary memory, so that the
+  // same program runs on every strategy. With other workers this is a
+  // collective: every worker calls it in the same order as its other
+  // collectives, with the same size (InvalidArgumentError naming both
+  // otherwise). Cross-replica context only. The block is the replica's to
+  // read and write between its calls (a donated call holds the only
+  // reference to its wrap while it runs; drop the wrap before writing).
+  std::vector<std::shared_ptr<std::byte>> experimental_allocate_shared(std::size_t bytes);
+
   // The options collectives use unless a call overrides them (the default
   // timeout is 60 s).
   const CommunicationOptions& communication_options() const noexcept { return communication_options_; }

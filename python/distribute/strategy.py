@@ -143,6 +143,20 @@ class Strategy:
       return tuple(_select(value, r) for r in range(n))
     return (value,)
 
+  def experimental_allocate_shared(self, shape, dtype="float32"):
+    """Zero-filled writable numpy arrays, one per local replica, meant for
+    ``all_reduce_in_place`` (a flat gradient buffer whose slices are the
+    parameters' ``.grad``, say). Under MultiWorkerMirroredStrategy with one
+    replica per process on one host each lives in the host's shared memory,
+    and an in-place all_reduce of them (64 KiB and up, when every worker
+    passes its own at the same place) copies nothing between the processes.
+    Elsewhere they are ordinary arrays. With several workers every worker
+    calls it, in the same order and with the same shape and dtype."""
+    import numpy as np
+    name = np.dtype(dtype).name
+    shape = [int(d) for d in (shape if isinstance(shape, (tuple, list)) else (shape,))]
+    return [np.asarray(b) for b in self._core.experimental_allocate_shared(name, shape)]
+
   def gather(self, value, axis):
     """Concatenates the replicas' values along ``axis``."""
     self._check_values(value, "Strategy.gather")

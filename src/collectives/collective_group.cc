@@ -381,7 +381,9 @@ bool CollectiveGroup::decide_in_place(Slot& mine, std::uint64_t seq, std::span<c
     bool pack_in_place = false;
     p.shared = 0;
     for (std::size_t t = p.first; t < p.last; ++t) {
-      bool all = cross_ == nullptr;
+      // With other workers, only one local replica's single-tensor pack:
+      // the exchange with them then sums in place in its buffer.
+      bool all = cross_ == nullptr || (n_ == 1 && p.last - p.first == 1);
       for (int q = 0; q < n_ && all; ++q) all = desc(q, seq).donated[t] != 0;
       in_place[t] = all ? 1 : 0;
       pack_in_place = pack_in_place || all;
@@ -520,7 +522,9 @@ void CollectiveGroup::combine_workers(int replica, std::uint64_t seq, ReduceOp o
     const std::string label = "all_reduce #" + std::to_string(seq);
     const auto total = static_cast<std::int64_t>(n_) * cross_->num_workers();
     for (const Pack& pack : plan) {
-      const Tensor& b = d0.packs[pack.output];
+      // A pack in place (one replica's single donated tensor) is summed in
+      // its own buffer, the others into the pack's shared buffer.
+      const Tensor& b = pack.buffered ? d0.packs[pack.output] : values[pack.first];
       const bool direct = n_ == 1 && pack.last - pack.first == 1;
       auto* data = const_cast<std::byte*>(b.bytes().data());
       cross_->all_reduce_sum(label.c_str(), b.dtype(), direct ? values[pack.first].bytes().data() : data, data,
@@ -573,9 +577,10 @@ std::vector<Tensor>& CollectiveGroup::reduce(int replica, ReduceOp op, std::span
   // per pack instead of two (a working set of 3 buffers, not 4, at 64 MiB).
   std::vector<Tensor>& results = mine.results;
   results.clear();
-  // Only tensors of split packs are donated, and not with other workers
-  // (replica 0 exchanges one shared buffer per pack with them).
-  const bool may_donate = !handed.empty() && cross_ == nullptr && any_split;
+  // Only tensors of split packs are donated, and with other workers only
+  // by a single local replica (otherwise replica 0 exchanges one shared
+  // buffer per pack with them).
+  const bool may_donate = !handed.empty() && (cross_ == nullptr || n_ == 1) && any_split;
   const std::uint64_t seq = publish(replica, [&](Descriptor& d) {
     d.kind = Kind::kAllReduce;
     d.op = op;

@@ -1,6 +1,8 @@
 // MultiWorkerMirroredStrategy and the strategy's calls that reach the other
 // workers.
+#include <algorithm>
 #include <chrono>
+#include <memory>
 #include <span>
 #include <string>
 #include <utility>
@@ -79,6 +81,25 @@ void Strategy::leave_workers() noexcept {
 Tensor Strategy::sum_over_workers(const Tensor& value) {
   if (cross_worker_ == nullptr) return value;
   return internal::sum_over_workers(*cross_worker_, "reduce", value, deadline_of(communication_options_), never);
+}
+
+std::vector<std::shared_ptr<std::byte>> Strategy::experimental_allocate_shared(std::size_t bytes) {
+  require_cross_replica_or_default_context("experimental_allocate_shared");
+  std::vector<std::shared_ptr<std::byte>> out;
+  if (cross_worker_ != nullptr && num_local_replicas() == 1) {
+    std::shared_ptr<std::byte> region =
+        cross_worker_->allocate_shared("experimental_allocate_shared", bytes, deadline_of(communication_options_));
+    if (region != nullptr) {
+      out.push_back(std::move(region));
+      return out;
+    }
+  }
+  for (int r = 0; r < num_local_replicas(); ++r) {
+    // (new[] of std::byte is aligned for any fundamental type; value-initialized: zero)
+    out.push_back(std::shared_ptr<std::byte>(new std::byte[std::max<std::size_t>(bytes, 1)](),
+                                             std::default_delete<std::byte[]>()));
+  }
+  return out;
 }
 
 Tensor Strategy::broadcast_from_chief(const Tensor& value) {

@@ -73,6 +73,17 @@ class CrossWorker {
   // Worker `root`'s `bytes` bytes at `data` copied to every worker's `data`.
   virtual void broadcast(const char* what, void* data, std::size_t bytes, int root, Clock::time_point deadline,
                          FunctionRef<bool()> cancelled) = 0;
+  // A zero-filled buffer of `bytes` for this worker that all_reduce_sum
+  // can sum in place without copying (in == out, at the same offset on
+  // every worker: the host's shared memory), or null when this transport
+  // has no such memory or the system refused it (the same on every worker).
+  // Collective: every worker calls it with the same `bytes`, in order with
+  // the other collectives (WorkersMismatchError when the sizes differ).
+  virtual std::shared_ptr<std::byte> allocate_shared(const char* what, std::size_t bytes,
+                                                     Clock::time_point deadline) {
+    (void)what, (void)bytes, (void)deadline;
+    return nullptr;
+  }
   // Tells every peer that this worker failed (their waits raise
   // UnavailableError with `message`), and breaks the channel. Never throws.
   virtual void report_failure(const std::string& message) noexcept = 0;

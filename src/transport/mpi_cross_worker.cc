@@ -20,6 +20,7 @@
 // failure report from another replica thread interleaves with the polls.
 #include <mpi.h>
 
+#include <array>
 #include <algorithm>
 #include <condition_variable>
 #include <cstdlib>
@@ -330,6 +331,58 @@ class MpiCrossWorker final : public CrossWorker {
       return;
     }
     sum_scattered(what, sum, deadline, cancelled);
+  }
+
+  std::shared_ptr<std::byte> allocate_shared(const char* what, std::size_t bytes,
+                                             Clock::time_point deadline) override {
+    throw_if_forked_child(what);
+    if (shm_ == nullptr || size_ == 1) return nullptr;
+    auto never = [] { return false; };
+    // Worker 0 creates the segment and sends its name ("!" and why, when the
+    // system refused: every worker then returns null).
+    std::array<char, 256> name{};
+    if (rank_ == 0) {
+      std::string made;
+      try {
+        made = shm_->create_shared(bytes);
+      } catch (const UnavailableError& e) {
+        made = std::string("!") + e.what();
+      }
+      std::strncpy(name.data(), made.c_str(), name.size() - 1);
+    }
+    broadcast(what, name.data(), name.size(), 0, deadline, never);
+    std::shared_ptr<ShmChannel::SharedMapping> mapping;
+    if (name[0] == '/') {
+      try {
+        mapping = shm_->map_shared(name.data(), bytes);
+      } catch (const UnavailableError&) {
+        mapping = nullptr;
+      }
+    }
+    struct Mapped {
+      std::uint64_t bytes;
+      std::uint64_t mapped;
+    } mine{bytes, mapping != nullptr ? 1u : 0u};
+    const auto all = all_gather(what, std::as_bytes(std::span(&mine, 1)), deadline, never);
+    if (rank_ == 0 && name[0] == '/') ShmChannel::unlink_shared(name.data());  // every worker mapped it or gave up
+    bool everyone = true;
+    for (std::size_t p = 0; p < all.size(); ++p) {
+      Mapped theirs{};
+      if (all[p].size() == sizeof theirs) std::memcpy(&theirs, all[p].data(), sizeof theirs);
+      if (theirs.bytes != bytes) {
+        // (Named in worker order, the same words on both.)
+        const bool first = static_cast<std::size_t>(rank_) < p;
+        const std::string a = std::to_string(first ? bytes : theirs.bytes) + " bytes on worker " +
+                              std::to_string(first ? static_cast<std::size_t>(rank_) : p);
+        const std::string b = std::to_string(first ? theirs.bytes : bytes) + " bytes on worker " +
+                              std::to_string(first ? p : static_cast<std::size_t>(rank_));
+        throw WorkersMismatchError(std::string(what) + ": expected the same size on every worker, got " + a +
+                                   " and " + b);
+      }
+      everyone = everyone && theirs.mapped == 1;
+    }
+    if (!everyone) return nullptr;
+    return shm_->register_shared(std::move(mapping));
   }
 
   std::vector<std::vector<std::byte>> all_gather(const char* what, std::span<const std::byte> mine_bytes,

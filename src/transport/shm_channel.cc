@@ -134,12 +134,19 @@ void ShmChannel::remove_stale_segments() noexcept {
   ::closedir(dir);
 }
 
-std::unique_ptr<ShmChannel> ShmChannel::create(int rank, int size) {
+namespace {
+// "/distribute-<ns>-<pid>-<n>-<random>": remove_stale_segments reads the pid.
+std::string fresh_name() {
   static std::atomic<unsigned> made{0};
-  remove_stale_segments();
   std::random_device random;
-  const std::string name = "/" + name_prefix() + std::to_string(::getpid()) + "-" + std::to_string(++made) + "-" +
-                           std::to_string(random());
+  return "/" + ShmChannel::name_prefix() + std::to_string(::getpid()) + "-" + std::to_string(++made) + "-" +
+         std::to_string(random());
+}
+}  // namespace
+
+std::unique_ptr<ShmChannel> ShmChannel::create(int rank, int size) {
+  remove_stale_segments();
+  const std::string name = fresh_name();
   const int fd = ::shm_open(name.c_str(), O_RDWR | O_CREAT | O_EXCL, 0600);
   if (fd < 0) throw UnavailableError(errno_text("shm_open"));
   try {
@@ -368,6 +375,75 @@ std::optional<std::string> ShmChannel::peer_report() const {
          std::string(c.text, ::strnlen(c.text, kTextBytes)) + ")";
 }
 
+ShmChannel::SharedMapping::~SharedMapping() {
+  if (base != nullptr) ::munmap(base, bytes);
+}
+
+std::string ShmChannel::create_shared(std::size_t bytes) const {
+  const std::size_t region = round_up(std::max<std::size_t>(bytes, 1), 4096);
+  const std::size_t total = region * static_cast<std::size_t>(size_);
+  if (total / static_cast<std::size_t>(size_) != region) throw UnavailableError("shared allocation too large");
+  const std::string name = fresh_name();
+  const int fd = ::shm_open(name.c_str(), O_RDWR | O_CREAT | O_EXCL, 0600);
+  if (fd < 0) throw UnavailableError(errno_text("shm_open"));
+  // Reserved now: a tmpfs short of space fails here, not with SIGBUS later.
+  const int err = ::posix_fallocate(fd, 0, static_cast<off_t>(total));
+  ::close(fd);
+  if (err != 0) {
+    ::shm_unlink(name.c_str());
+    throw UnavailableError("posix_fallocate of " + std::to_string(total) + " bytes in /dev/shm: " +
+                           std::strerror(err));
+  }
+  return name;
+}
+
+std::shared_ptr<ShmChannel::SharedMapping> ShmChannel::map_shared(const std::string& name, std::size_t bytes) const {
+  auto mapping = std::make_shared<SharedMapping>();
+  mapping->region_bytes = round_up(std::max<std::size_t>(bytes, 1), 4096);
+  const std::size_t total = mapping->region_bytes * static_cast<std::size_t>(size_);
+  const int fd = ::shm_open(name.c_str(), O_RDWR, 0);
+  if (fd < 0) throw UnavailableError(errno_text("shm_open"));
+  struct stat st {};
+  const bool sized = ::fstat(fd, &st) == 0 && static_cast<std::size_t>(st.st_size) == total;
+  void* p = sized ? ::mmap(nullptr, total, PROT_READ | PROT_WRITE, MAP_SHARED | MAP_POPULATE, fd, 0) : MAP_FAILED;
+  const int mmap_errno = errno;
+  ::close(fd);
+  if (!sized) {
+    throw UnavailableError("shared allocation " + name + " has " + std::to_string(st.st_size) + " bytes, expected " +
+                           std::to_string(total));
+  }
+  if (p == MAP_FAILED) throw UnavailableError(std::string("mmap: ") + std::strerror(mmap_errno));
+  mapping->base = static_cast<std::byte*>(p);
+  mapping->bytes = total;
+  return mapping;
+}
+
+void ShmChannel::unlink_shared(const std::string& name) noexcept { ::shm_unlink(name.c_str()); }
+
+std::shared_ptr<std::byte> ShmChannel::register_shared(std::shared_ptr<SharedMapping> mapping) {
+  std::erase_if(shared_, [](const Registered& r) { return r.mapping.expired(); });
+  shared_.push_back({++shared_made_, mapping});
+  std::byte* mine = mapping->base + static_cast<std::size_t>(rank_) * mapping->region_bytes;
+  return std::shared_ptr<std::byte>(std::move(mapping), mine);
+}
+
+std::shared_ptr<ShmChannel::SharedMapping> ShmChannel::find_shared(const std::byte* data, std::size_t bytes,
+                                                                   std::uint64_t& id, std::size_t& offset) {
+  for (const Registered& r : shared_) {
+    // Only a live mapping's addresses mean anything: a dropped one's may
+    // have been reused by an ordinary allocation.
+    std::shared_ptr<SharedMapping> m = r.mapping.lock();
+    if (m == nullptr) continue;
+    const std::byte* mine = m->base + static_cast<std::size_t>(rank_) * m->region_bytes;
+    const auto at = reinterpret_cast<std::uintptr_t>(data), lo = reinterpret_cast<std::uintptr_t>(mine);
+    if (at < lo || at - lo > m->region_bytes || bytes > m->region_bytes - (at - lo)) continue;
+    id = r.id;
+    offset = at - lo;
+    return m;
+  }
+  return nullptr;
+}
+
 namespace {
 
 // out[i] = the sum over workers, in worker order, of ins[w][i], i < count
@@ -395,6 +471,28 @@ void ShmChannel::all_reduce_sum(const char* what, const Header& mine, DType dtyp
                                 FunctionRef<bool()> cancelled) {
   const Sum sum{dtype, dtype_size(dtype), static_cast<const std::byte*>(in_data), static_cast<std::byte*>(out_data),
                 count};
+  if (shared_made_ > 0 && count * sum.e > kDirectBytes) {
+    // Can every worker sum in place in one allocation's regions? A barrier
+    // of headers alone tells (taken by every worker: shared_made_ and the
+    // count are the same on all, or the headers differ and every one raises).
+    Header h = mine;
+    std::size_t offset = 0;
+    std::shared_ptr<SharedMapping> mapping;
+    if (sum.in == sum.out) mapping = find_shared(sum.out, count * sum.e, h.region, offset);
+    h.region_offset = offset;
+    const std::uint64_t b = barrier(what, h, deadline, cancelled);
+    check_headers_of(what, b);
+    bool all = h.region != 0;
+    for (int p = 0; p < size_ && all; ++p) {
+      const Header& other = control(p).headers[b % 2];
+      all = other.region == h.region && other.region_offset == h.region_offset;
+    }
+    if (all) {
+      sum_shared(what, mine, sum, *mapping, offset, deadline, cancelled);
+      ++shared_sums_;
+      return;
+    }
+  }
   if (size_ == 2 || count * sum.e <= kDirectBytes || count < static_cast<std::size_t>(size_)) {
     sum_direct(what, mine, sum, deadline, cancelled);
   } else {
@@ -421,6 +519,35 @@ void ShmChannel::sum_direct(const char* what, const Header& mine, const Sum& sum
     if (sum.in != sum.out) ins[static_cast<std::size_t>(rank_)] = sum.in + a * sum.e;
     sum_into(sum.dtype, sum.out + a * sum.e, ins, c);
   }
+}
+
+void ShmChannel::sum_shared(const char* what, const Header& mine, const Sum& sum, const SharedMapping& mapping,
+                            std::size_t offset, Clock::time_point deadline, FunctionRef<bool()> cancelled) {
+  const auto m = static_cast<std::size_t>(size_);
+  const auto me = static_cast<std::size_t>(rank_);
+  // Worker w sums elements [share(w), share(w + 1)), whole cache lines
+  // apart from the last share (no line written by two workers).
+  const std::size_t per_line = kLine / sum.e;
+  auto share = [&](std::size_t w) {
+    return w == m ? sum.count : std::min(sum.count, sum.count * w / m / per_line * per_line);
+  };
+  dispatch_dtype(sum.dtype, [&](auto zero) {
+    using T = decltype(zero);
+    T* inline_ios[16];
+    std::vector<T*> heap;
+    std::span<T*> ios(inline_ios, std::min<std::size_t>(m, 16));
+    if (m > 16) {
+      heap.resize(m);
+      ios = std::span<T*>(heap);
+    }
+    for (std::size_t w = 0; w < m; ++w) {
+      ios[w] = reinterpret_cast<T*>(mapping.base + w * mapping.region_bytes + offset);
+    }
+    const std::size_t lo = share(me), hi = share(me + 1);
+    if (lo < hi) reduce_kernels<T>().in_place(ios, lo, hi, false);
+  });
+  // Every share written before anyone returns (and writes its tensor).
+  barrier(what, mine, deadline, cancelled);
 }
 
 void ShmChannel::sum_scattered(const char* what, const Header& mine, const Sum& sum, Clock::time_point deadline,

@@ -28,6 +28,19 @@
 //   - all_gather and broadcast: rounds of one slot per worker (one round,
 //     the header barrier, for anything up to a slot).
 //
+// Shared allocations (issue 14, item 4): allocate_shared is collective;
+// worker 0 creates a second segment of M regions of the same size, every
+// worker maps all of it, and each gets its own region (the caller's
+// tensor). An all_reduce of a tensor that lies, on every worker, in its
+// region of one allocation at the same offset, and that is reduced in place
+// (`in == out`), copies nothing: after a barrier each worker sums its 1/M
+// share of the elements straight from the M regions, in worker order, and
+// writes the sum into every region's share (the in-process engine's
+// in-place kernel: the same bits), then a second barrier. Such calls above
+// kDirectBytes start with a barrier of headers alone (only once some
+// allocation exists, which is the same on every worker), where the workers
+// find whether all of them can; otherwise they take the copying paths.
+//
 // Waits spin, then yield, then sleep in 50 us steps, and end:
 //   - when a peer's state says it failed or left (UnavailableError with its
 //     text, as an MPI failure report would);
@@ -110,6 +123,31 @@ class ShmChannel {
   void broadcast(const char* what, const Header& mine, void* data, std::size_t bytes, int root,
                  Clock::time_point deadline, FunctionRef<bool()> cancelled);
 
+  // One allocation's mapping: M regions of region_bytes, worker w's at
+  // base + w * region_bytes; unmapped when the last reference goes.
+  struct SharedMapping {
+    std::byte* base = nullptr;
+    std::size_t region_bytes = 0;
+    std::size_t bytes = 0;  // of the mapping
+    ~SharedMapping();
+  };
+  // Worker 0: a fresh segment of `size` regions of `bytes` (rounded up to
+  // pages) each, zero-filled, named like the channel's own (so that
+  // remove_stale_segments removes it if worker 0 ends before it is
+  // unlinked). UnavailableError when the system refuses (no /dev/shm space).
+  std::string create_shared(std::size_t bytes) const;
+  // Maps the segment `name` made by create_shared(bytes) (UnavailableError
+  // when it cannot).
+  std::shared_ptr<SharedMapping> map_shared(const std::string& name, std::size_t bytes) const;
+  static void unlink_shared(const std::string& name) noexcept;
+  // Registers a mapping every worker made (same order on all of them) for
+  // the in-place path; returns this worker's region, which keeps the
+  // mapping alive (the channel keeps only a weak reference).
+  std::shared_ptr<std::byte> register_shared(std::shared_ptr<SharedMapping> mapping);
+
+  // How many all_reduce_sum calls took the in-place path (for tests).
+  std::uint64_t shared_sums() const { return shared_sums_; }
+
   // Marks this worker failed (`text` says why; peers waiting raise
   // UnavailableError with it) or gone (`leave`). Never throws; the first
   // call wins.
@@ -144,6 +182,14 @@ class ShmChannel {
   void wait(const char* what, std::uint64_t b, Clock::time_point deadline, FunctionRef<bool()> cancelled);
   // The first peer whose process ended while it has not arrived at `b`.
   int dead_peer(std::uint64_t b) const;
+  // all_reduce_sum in place in the regions of `mapping`, at `offset`.
+  void sum_shared(const char* what, const Header& mine, const Sum& sum, const SharedMapping& mapping,
+                  std::size_t offset, Clock::time_point deadline, FunctionRef<bool()> cancelled);
+  // The registered allocation whose region of this worker holds `bytes`
+  // bytes at `data` (the mapping kept alive by the returned pointer), its
+  // number and the offset; a null mapping when none does.
+  std::shared_ptr<SharedMapping> find_shared(const std::byte* data, std::size_t bytes, std::uint64_t& id,
+                                             std::size_t& offset);
   [[noreturn]] void fail(const std::string& reason, std::exception_ptr error);
   void post_state(std::uint32_t state, const std::string& text) noexcept;
 
@@ -161,6 +207,13 @@ class ShmChannel {
   std::vector<std::byte> scratch_;         // a share's sum
   std::vector<const std::byte*> ins_;      // the inputs of a sum, per worker
   mutable std::vector<Header> headers_;    // every worker's header of a barrier
+  struct Registered {
+    std::uint64_t id;
+    std::weak_ptr<SharedMapping> mapping;
+  };
+  std::vector<Registered> shared_;  // by id; only the collectives' thread uses it
+  std::uint64_t shared_made_ = 0;   // allocations registered so far (the same on every worker)
+  std::uint64_t shared_sums_ = 0;
   std::vector<int> pidfds_;    // per worker; -1: none (itself, or kill(pid, 0) instead)
   mutable Mutex state_mutex_;
   bool posted_ GUARDED_BY(state_mutex_) = false;  // this worker's state left kAlive

@@ -26,6 +26,13 @@ struct Header {
   std::uint32_t dtype = 0;
   std::uint64_t count = 0;  // all_reduce: elements; all_gather: this worker's bytes; broadcast: bytes
   std::int64_t root = -1;   // broadcast
+  // all_reduce over shared memory, in place in a region every worker
+  // allocated together (ShmChannel::register_shared): the allocation's
+  // number (0: none) and the tensor's offset in this worker's region. Not
+  // compared by check_headers: workers that differ here take the copying
+  // path.
+  std::uint64_t region = 0;
+  std::uint64_t region_offset = 0;
 };
 
 // An all_reduce_sum's arguments, as a transport hands them to its

@@ -131,6 +131,71 @@ TEST(MultiWorker, LargeAndPackedAllReduceAreBitwiseEqualOnEveryWorker) {
   }
 }
 
+TEST(MultiWorker, BlocksFromAllocateSharedAreReducedInPlaceWithTheCopyingPathsBits) {
+  MultiWorkerMirroredStrategy& s = strategy();
+  const int total = s.num_replicas_in_sync();
+  constexpr std::int64_t kCount = 300001;  // 1.2 MB, not whole cache lines
+  const std::size_t bytes = static_cast<std::size_t>(kCount) * sizeof(float);
+  std::vector<std::shared_ptr<std::byte>> blocks = s.experimental_allocate_shared(bytes);
+  ASSERT_EQ(blocks.size(), static_cast<std::size_t>(g_local));
+  for (const auto& b : blocks) {
+    const auto* f = reinterpret_cast<const float*>(b.get());
+    EXPECT_EQ(f[0], 0.f);
+    EXPECT_EQ(f[kCount - 1], 0.f);
+  }
+  auto input = [](int g, std::size_t i) {
+    return std::ldexp(0.1f * static_cast<float>(g + 1) + 1e-3f * static_cast<float>(i % 97), static_cast<int>(i % 13) - 6);
+  };
+  for (int step = 0; step < 3; ++step) {
+    auto out = s.run([&] {
+      ReplicaContext& ctx = *get_replica_context();
+      const int g = ctx.replica_id_in_sync_group();
+      const std::shared_ptr<std::byte>& block = blocks[static_cast<std::size_t>(g % g_local)];
+      auto* f = reinterpret_cast<float*>(block.get());
+      for (std::size_t i = 0; i < static_cast<std::size_t>(kCount); ++i) f[i] = input(g, i) * static_cast<float>(step + 1);
+      // The copying path's result, for the bits.
+      const Tensor copied = ctx.all_reduce(ReduceOp::SUM, Tensor(std::vector<float>(f, f + kCount), Shape{kCount}));
+      Tensor wrapped = Tensor::wrap(DType::kFloat32, Shape{kCount}, block.get(),
+                                    std::make_shared<std::shared_ptr<std::byte>>(block), /*writable=*/true);
+      Tensor summed = ctx.all_reduce(ReduceOp::SUM, std::move(wrapped));
+      return std::vector<Tensor>{copied, summed};
+    });
+    for (int r = 0; r < g_local; ++r) {
+      const Tensor& copied = out[r][0];
+      const Tensor& summed = out[r][1];
+      EXPECT_EQ(summed, copied) << "step " << step;
+      if (g_local == 1) {
+        // One replica per worker: reduced in place, in the block.
+        EXPECT_EQ(static_cast<const void*>(summed.bytes().data()), static_cast<const void*>(blocks[0].get()));
+      }
+      float expected = 0;
+      for (int g = 0; g < total; ++g) expected += input(g, 5) * static_cast<float>(step + 1);
+      EXPECT_FLOAT_EQ(summed.data<float>()[5], expected);
+    }
+  }
+}
+
+TEST(MultiWorker, AllocateSharedOfDifferentSizesRaisesOnEveryWorker) {
+  MultiWorkerMirroredStrategy& s = strategy();
+  if (g_local != 1) GTEST_SKIP() << "ordinary memory with several local replicas: no collective";
+  const std::size_t bytes = s.worker_index() == 0 ? 4096 : 8192;
+  // Over shared memory a collective that raises on every worker; over MPI
+  // messages (DISTRIBUTE_SHARED_MEMORY=0) ordinary memory on each: never
+  // one worker raising alone.
+  float raised = 0;
+  try {
+    (void)s.experimental_allocate_shared(bytes);
+  } catch (const InvalidArgumentError& e) {
+    raised = 1;
+    EXPECT_THAT(e.what(), HasSubstr("4096 bytes"));
+    EXPECT_THAT(e.what(), HasSubstr("8192"));
+  }
+  // The workers stay in step.
+  auto sums = s.run([&] { return get_replica_context()->all_reduce(ReduceOp::SUM, Tensor{raised}); });
+  const float all = sums[0].data<float>()[0];
+  EXPECT_TRUE(all == 0 || all == static_cast<float>(s.num_workers())) << all;
+}
+
 TEST(MultiWorker, AllGatherWithUnequalSizesAcrossWorkers) {
   MultiWorkerMirroredStrategy& s = strategy();
   const int total = s.num_replicas_in_sync();
