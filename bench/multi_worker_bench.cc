@@ -2,7 +2,10 @@
 // worker) against raw MPI_Allreduce, measured interleaved in the same
 // processes: for every size, repetitions alternate a batch of
 // MPI_Allreduce(MPI_IN_PLACE, float32 SUM) calls on MPI_COMM_WORLD with a
-// batch of ReplicaContext::all_reduce(SUM) calls, all inside one run(). A
+// batch of ReplicaContext::all_reduce(SUM) calls (a const tensor: the result
+// in a new buffer) and a batch of in-place calls of a block from
+// Strategy::experimental_allocate_shared (over the host's shared memory:
+// summed straight from every worker's block), all inside one run(). A
 // batch's time per call is the slowest rank's; the figure is the median over
 // repetitions. Results are checked once per size.
 //
@@ -13,6 +16,7 @@
 #include <algorithm>
 #include <cstdio>
 #include <cstdlib>
+#include <memory>
 #include <stdexcept>
 #include <vector>
 
@@ -49,7 +53,8 @@ int main(int argc, char** argv) {
   if (rank == 0) {
     std::printf("cross-worker all_reduce, %d workers x 1 replica, float32 SUM; medians of %d interleaved batches\n",
                 size, kRepetitions);
-    std::printf("%-10s %14s %14s %10s\n", "size", "MPI_Allreduce", "all_reduce", "overhead");
+    std::printf("%-10s %14s %14s %14s %10s %10s\n", "size", "MPI_Allreduce", "all_reduce", "shared", "overhead",
+                "shared");
     std::fflush(stdout);
   }
   // Sizes in bytes from the command line, else 4 KiB, 256 KiB, 4 MiB, 64 MiB.
@@ -62,13 +67,29 @@ int main(int argc, char** argv) {
     std::vector<float> raw(static_cast<std::size_t>(count), 1.f);
     const dist::Tensor input(std::vector<float>(static_cast<std::size_t>(count), static_cast<float>(rank + 1)),
                              dist::Shape{count});
-    std::vector<double> mpi_times, lib_times;
+    std::vector<double> mpi_times, lib_times, shared_times;
+    const std::shared_ptr<std::byte> block = strategy.experimental_allocate_shared(static_cast<std::size_t>(bytes))[0];
+    std::fill_n(reinterpret_cast<float*>(block.get()), count, static_cast<float>(rank + 1));
+    auto in_place = [&](dist::ReplicaContext* ctx) {
+      // A wrap of its own (the donated tensor's only owner), O(1).
+      dist::Tensor t = dist::Tensor::wrap(dist::DType::kFloat32, dist::Shape{count}, block.get(),
+                                          std::make_shared<std::shared_ptr<std::byte>>(block), /*writable=*/true);
+      t = ctx->all_reduce(dist::ReduceOp::SUM, std::move(t));
+      return t;
+    };
     strategy.run([&] {
       dist::ReplicaContext* ctx = dist::get_replica_context();
       const dist::Tensor check = ctx->all_reduce(dist::ReduceOp::SUM, input);
       if (check.data<float>()[static_cast<std::size_t>(count - 1)] != static_cast<float>(size * (size + 1) / 2)) {
         throw std::logic_error("wrong all_reduce result");
       }
+      const dist::Tensor summed = in_place(ctx);
+      if (summed.bytes().data() != block.get() ||
+          summed.data<float>()[static_cast<std::size_t>(count - 1)] != static_cast<float>(size * (size + 1) / 2)) {
+        throw std::logic_error("wrong in-place all_reduce result");
+      }
+      // Zeros from here on: sums that stay finite and the same every call.
+      std::fill_n(reinterpret_cast<float*>(block.get()), count, 0.f);
       // At most max_calls a batch, fewer where one call is slow (a TCP link:
       // bench/run_net_bench.sh): a batch of about 50 ms, at least 3 calls.
       const double one = batch(1, [&] { ctx->all_reduce(dist::ReduceOp::SUM, input); });
@@ -78,11 +99,13 @@ int main(int argc, char** argv) {
           MPI_Allreduce(MPI_IN_PLACE, raw.data(), static_cast<int>(count), MPI_FLOAT, MPI_SUM, MPI_COMM_WORLD);
         }));
         lib_times.push_back(batch(calls, [&] { ctx->all_reduce(dist::ReduceOp::SUM, input); }));
+        shared_times.push_back(batch(calls, [&] { in_place(ctx); }));
       }
     });
     if (rank == 0) {
-      const double m = median(mpi_times), l = median(lib_times);
-      std::printf("%-10lld %11.1f us %11.1f us %9.2fx\n", static_cast<long long>(bytes), m * 1e6, l * 1e6, l / m);
+      const double m = median(mpi_times), l = median(lib_times), sh = median(shared_times);
+      std::printf("%-10lld %11.1f us %11.1f us %11.1f us %9.2fx %9.2fx\n", static_cast<long long>(bytes), m * 1e6,
+                  l * 1e6, sh * 1e6, l / m, sh / m);
       std::fflush(stdout);
     }
   }

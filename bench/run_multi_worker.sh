@@ -20,5 +20,5 @@ run
 echo "== over MPI messages (DISTRIBUTE_SHARED_MEMORY=0)"
 run -x DISTRIBUTE_SHARED_MEMORY=0
 echo "== in process, 2 replica threads"
-build/release/bench/all_reduce_bench --benchmark_filter='BM_AllReduce/(4096|262144|4194304|67108864)/2/real_time$' \
+build/release/bench/all_reduce_bench --benchmark_filter='BM_AllReduce(InPlace)?/(4096|262144|4194304|67108864)/2/real_time$' \
   --benchmark_repetitions=5 --benchmark_report_aggregates_only=true 2>&1 | grep -E "median|^BM_SpinMeeting"

@@ -37,7 +37,11 @@ Modes:
                               distribute's MultiWorkerMirroredStrategy with
                               one replica per process, the same step as
                               distribute mode, the gradients summed across
-                              the processes (no GIL shared)
+                              the processes (no GIL shared); with
+                              --shared-grads the .grad tensors are views of
+                              one block from experimental_allocate_shared,
+                              summed in place without a copy between the
+                              processes
   ddp --world-size W          W processes (torch.multiprocessing spawn),
                               DistributedDataParallel over gloo on 127.0.0.1,
                               --threads (default 1) threads per process
@@ -218,7 +222,9 @@ class StepClock:
           f"optimizer_us={self.optimizer / self.steps * 1e6:.0f}", flush=True)
 
 
-def make_step(models, optimizers, loss_fn, train_x, train_y, g, n_rep, losses, clocks):
+def make_step(models, optimizers, loss_fn, train_x, train_y, g, n_rep, losses, clocks, flat=None):
+  """flat: one replica's gradients as views of one array (the mwms mode's
+  --shared-grads): zeroed in place, summed with one in-place call."""
   import distribute
 
   def step(batch):
@@ -231,7 +237,7 @@ def make_step(models, optimizers, loss_fn, train_x, train_y, g, n_rep, losses, c
     piece = -(-batch.shape[0] // n_rep)
     mine = batch[r * piece:(r + 1) * piece]
     model, optimizer = models[local], optimizers[local]
-    optimizer.zero_grad(set_to_none=True)
+    optimizer.zero_grad(set_to_none=flat is None)
     if clock:
       f0 = time.perf_counter()
     loss = loss_fn(model(train_x.index_select(0, mine)), train_y.index_select(0, mine))
@@ -242,7 +248,10 @@ def make_step(models, optimizers, loss_fn, train_x, train_y, g, n_rep, losses, c
     if clock:
       rw0, rc0 = time.perf_counter(), time.thread_time()
       clock.backward += rw0 - b0
-    ctx.all_reduce_in_place("sum", [p.grad for p in model.parameters()])
+    if flat is None:
+      ctx.all_reduce_in_place("sum", [p.grad for p in model.parameters()])
+    else:
+      ctx.all_reduce_in_place("sum", flat)
     if clock:
       clock.reduce_wall += time.perf_counter() - rw0
       clock.reduce_cpu += time.thread_time() - rc0
@@ -270,8 +279,21 @@ def run_mwms(args):
     optimizer = torch.optim.SGD(model.parameters(), lr=args.learning_rate, momentum=args.momentum)
     losses = [0.0]
     clocks = [StepClock()] if args.profile else None
+    flat = None
+    if args.shared_grads:
+        # One block for every gradient (the host's shared memory, from
+        # experimental_allocate_shared); each .grad a view of its piece:
+        # backward accumulates into it in place, one in-place all_reduce
+        # sums them all without a copy between the processes.
+        parameters = list(model.parameters())
+        flat = strategy.experimental_allocate_shared(sum(p.numel() for p in parameters))[0]
+        flat_t = torch.from_numpy(flat)
+        offset = 0
+        for p in parameters:
+            p.grad = flat_t[offset:offset + p.numel()].view_as(p)
+            offset += p.numel()
     step = make_step([model], [optimizer], nn.CrossEntropyLoss(reduction="sum"), train_x, train_y,
-                     args.batch_size, world, losses, clocks)
+                     args.batch_size, world, losses, clocks, flat)
     n = train_x.shape[0]
     samples = 0
     start = None
@@ -289,6 +311,11 @@ def run_mwms(args):
             strategy.run(step, args=(batch,))
             if epoch >= args.warmup_epochs:
                 samples += batch.shape[0]
+    if flat is not None:
+        # The gradients were still the block's views at the end (backward
+        # accumulated in place, nothing replaced them).
+        base, end = flat.ctypes.data, flat.ctypes.data + flat.nbytes
+        assert all(base <= p.grad.data_ptr() < end for p in model.parameters()), "a .grad left the shared block"
     # Every worker waits for the slowest here: its time is the job's.
     total = strategy.run(lambda: distribute.get_replica_context().all_reduce(
         "sum", np.array([losses[0]], np.float64)))
@@ -377,6 +404,9 @@ def main():
     parser.add_argument("--hidden", type=lambda s: [int(v) for v in s.split(",")], default=[128, 128])
     parser.add_argument("--seed", type=int, default=42)
     parser.add_argument("--data", default=os.path.join(ROOT, "data", "digits.csv"))
+    parser.add_argument("--shared-grads", action="store_true",
+                        help="mwms mode: the gradients as views of one block from experimental_allocate_shared, "
+                             "summed in place by one call")
     parser.add_argument("--profile", action="store_true",
                         help="distribute and mwms modes: print where each replica's step time goes")
     parser.add_argument("--trace", action="store_true",

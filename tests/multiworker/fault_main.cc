@@ -18,6 +18,9 @@
 //          for up to 60 s (collective timeout 3 s) until one raises; the
 //          network tests (tests/net/run_net.sh) cut a host's link or kill
 //          its processes meanwhile.
+// A second argument `shared` makes the failing step's all_reduce an in-place
+// one of a 1 MiB block from experimental_allocate_shared (the segment's
+// in-place path, whose waits must end the same ways).
 // Worker 0 prints "worker 0: <ErrorType> after <ms> ms: <message>" (in loop
 // mode every worker does, <ms> counted from the start of the all_reduce that
 // raised).
@@ -112,6 +115,10 @@ int main(int argc, char** argv) {
     std::cout << "worker 1: left" << std::endl;
     return 0;
   }
+  const bool shared = argc > 2 && std::string(argv[2]) == "shared";
+  constexpr std::int64_t kShared = 1 << 18;  // floats: 1 MiB
+  const std::shared_ptr<std::byte> block =
+      shared ? strategy.experimental_allocate_shared(kShared * sizeof(float))[0] : nullptr;
   const auto start = std::chrono::steady_clock::now();
   try {
     strategy.run([&] {
@@ -120,7 +127,13 @@ int main(int argc, char** argv) {
         if (mode == "stuck") std::this_thread::sleep_for(std::chrono::seconds(30));
         if (mode_after_fork == "kill") std::raise(SIGKILL);
       }
-      dist::get_replica_context()->all_reduce(dist::ReduceOp::SUM, dist::Tensor{2.f});
+      if (shared) {
+        dist::Tensor t = dist::Tensor::wrap(dist::DType::kFloat32, dist::Shape{kShared}, block.get(),
+                                            std::make_shared<std::shared_ptr<std::byte>>(block), /*writable=*/true);
+        t = dist::get_replica_context()->all_reduce(dist::ReduceOp::SUM, std::move(t));
+      } else {
+        dist::get_replica_context()->all_reduce(dist::ReduceOp::SUM, dist::Tensor{2.f});
+      }
     });
     std::cout << "worker " << w << ": no error" << std::endl;
   } catch (const dist::Error& e) {

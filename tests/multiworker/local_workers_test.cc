@@ -11,10 +11,12 @@
 #include <algorithm>
 #include <chrono>
 #include <cstdint>
+#include <cstring>
 #include <exception>
 #include <filesystem>
 #include <functional>
 #include <map>
+#include <memory>
 #include <optional>
 #include <string>
 #include <thread>
@@ -111,6 +113,48 @@ TEST(LocalWorkers, CollectivesSpanEveryWorkersReplicasInGlobalOrder) {
     EXPECT_EQ(s.reduce(ReduceOp::SUM, mine), Tensor{6.f});
     EXPECT_EQ(s.gather(mine, 0), (Tensor{0.f, 1.f, 2.f, 3.f}));
   }));
+}
+
+// Donation with other workers: one local replica's single tensor is summed
+// across the workers in its own buffer (the result is the donated buffer,
+// with the const& call's bits); with two local replicas, or packed with
+// another tensor, the result is a new buffer and the donated one is left
+// alone. experimental_allocate_shared gives ordinary blocks over this
+// transport, one per local replica.
+TEST(LocalWorkers, ADonatedTensorOfOneLocalReplicaIsSummedInPlaceAcrossTheWorkers) {
+  for (const int replicas : {1, 2}) {
+    SCOPED_TRACE(std::to_string(replicas) + " local replica(s)");
+    constexpr std::int64_t kCount = 70001;
+    expect_all_returned(run_workers(3, replicas, [&](int, MultiWorkerMirroredStrategy& s) {
+      const auto blocks = s.experimental_allocate_shared(static_cast<std::size_t>(kCount) * sizeof(float));
+      ASSERT_EQ(blocks.size(), static_cast<std::size_t>(replicas));
+      auto out = s.run([&] {
+        ReplicaContext& ctx = *get_replica_context();
+        const int g = ctx.replica_id_in_sync_group();
+        const std::shared_ptr<std::byte>& block = blocks[static_cast<std::size_t>(g % replicas)];
+        auto* f = reinterpret_cast<float*>(block.get());
+        for (std::int64_t i = 0; i < kCount; ++i) f[i] = 0.1f * static_cast<float>(g + 1) + 1e-3f * static_cast<float>(i % 89);
+        const Tensor copied = ctx.all_reduce(ReduceOp::MEAN, Tensor(std::vector<float>(f, f + kCount), Shape{kCount}));
+        Tensor wrapped = Tensor::wrap(DType::kFloat32, Shape{kCount}, f,
+                                      std::make_shared<std::shared_ptr<std::byte>>(block), /*writable=*/true);
+        const Tensor donated = ctx.all_reduce(ReduceOp::MEAN, std::move(wrapped));
+        // Packed with a second tensor: never in place with other workers.
+        Tensor packed = Tensor(std::vector<float>(f, f + 100), Shape{100});
+        const auto* packed_address = packed.bytes().data();
+        std::vector<Tensor> pair;
+        pair.push_back(std::move(packed));
+        pair.push_back(Tensor{1.f});
+        const std::vector<Tensor> packed_out = ctx.all_reduce(ReduceOp::SUM, std::move(pair));
+        EXPECT_NE(packed_out[0].bytes().data(), packed_address);
+        const bool in_place = donated.bytes().data() == block.get();
+        EXPECT_EQ(in_place, replicas == 1);
+        return std::vector<Tensor>{copied, donated};
+      });
+      for (int r = 0; r < replicas; ++r) {
+        EXPECT_EQ(std::memcmp(out[r][0].bytes().data(), out[r][1].bytes().data(), out[r][0].bytes().size()), 0);
+      }
+    }));
+  }
 }
 
 TEST(LocalWorkers, DistributedInputShardsOnePipelinePerWorker) {

@@ -2,7 +2,7 @@
 # Runs multi_worker_fault <mode> as 2 workers under mpirun and checks that the
 # job ends with a non-zero status, within its bound, with the expected error
 # on worker 0.
-# Usage: run_fault.sh <mpiexec> <multi_worker_fault> throw|stuck|kill|exit|kill_detect|kill_detect_forked [shm|mpi]
+# Usage: run_fault.sh <mpiexec> <multi_worker_fault> throw|stuck|kill|exit|kill_detect|kill_detect_forked [shm|mpi|shm_shared]
 #   shm (default): the workers' collectives go through the shared-memory
 #   segment; mpi: through MPI messages (DISTRIBUTE_SHARED_MEMORY=0).
 #   kill_detect: worker 1 is killed as in `kill`, under mpirun's
@@ -15,10 +15,14 @@
 #   the status is not checked in that mode.) kill_detect_forked: the same
 #   after every worker forked a child that outlives worker 1 by 5 s (it holds
 #   copies of worker 1's connections unless they are closed at the fork).
+#   shm_shared: over the segment, the failing all_reduce an in-place one of
+#   a block from experimental_allocate_shared (the segment's in-place path).
 set -u
 mpiexec=$1 program=$2 mode=$3 transport=${4:-shm}
 flags=(-np 2 --oversubscribe --mca oob_tcp_if_include lo --mca pml ob1 --mca btl self,vader)
 [ "$transport" = mpi ] && flags+=(-x DISTRIBUTE_SHARED_MEMORY=0)
+shared=()
+[ "$transport" = shm_shared ] && shared=(shared)
 program_mode=$mode
 if [ "$mode" = kill_detect ] || [ "$mode" = kill_detect_forked ]; then
   flags+=(--enable-recovery)
@@ -27,7 +31,7 @@ if [ "$mode" = kill_detect ] || [ "$mode" = kill_detect_forked ]; then
 fi
 start=$(date +%s%N)
 out=$(OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1 timeout 60 "$mpiexec" "${flags[@]}" \
-  "$program" "$program_mode" 2>&1)
+  "$program" "$program_mode" "${shared[@]}" 2>&1)
 status=$?
 elapsed=$((($(date +%s%N) - start) / 1000000))
 printf '%s\n---\n%s transport: status %s after %s ms\n' "$out" "$transport" "$status" "$elapsed"

@@ -1,6 +1,7 @@
 """Run by test_multi_worker.py under mpirun -np 2: a MultiWorkerMirroredStrategy
-from Python. Mode "ok": collectives, reduce and a distributed dataset, then
-a clean exit. Mode "fail": worker 1's replica raises; worker 0, waiting in
+from Python. Mode "ok": collectives, reduce, a distributed dataset and an
+in-place all_reduce of a block from experimental_allocate_shared, then a
+clean exit. Mode "fail": worker 1's replica raises; worker 0, waiting in
 all_reduce, raises UnavailableError naming worker 1. Mode "interrupt":
 worker 1 gets a SIGINT while its all_reduce waits for worker 0 (which
 comes 3 s late): KeyboardInterrupt on worker 1, UnavailableError naming
@@ -30,6 +31,24 @@ with open("/proc/self/maps") as maps:
   segment = "/dev/shm/distribute-" in maps.read()
 print(f"worker {w}: all_reduce {float(np.asarray(s.experimental_local_results(out)[0])[0])} dataset {total} "
       f"segment {segment}", flush=True)
+# A block from experimental_allocate_shared, summed in place: in the host's
+# shared memory with the segment (its address in a /dev/shm mapping).
+block = s.experimental_allocate_shared(300_001)[0]
+assert block.dtype == np.float32 and block.shape == (300_001,) and not block.any()
+
+
+def fill_and_sum():
+  block[:] = np.arange(300_001, dtype=np.float32) * (w + 1)
+  dist.get_replica_context().all_reduce_in_place("sum", block)
+
+
+s.run(fill_and_sum)
+sums = np.array_equal(block, np.arange(300_001, dtype=np.float32) * 3)
+address = block.ctypes.data
+with open("/proc/self/maps") as maps:
+  in_shm = any(int(line.split()[0].split("-")[0], 16) <= address < int(line.split()[0].split("-")[1], 16)
+               and "/dev/shm/distribute-" in line for line in maps)
+print(f"worker {w}: shared block in shm {in_shm} sums {sums}", flush=True)
 if mode == "fail":
   def step():
     if w == 1:
