@@ -462,8 +462,11 @@ class ReplicaContext:
     """all_reduce that writes the sums into the given arrays themselves
     (writable numpy arrays or CPU torch tensors of a supported dtype).
     C-contiguous ones of at least 64 KiB on every replica of one worker are
-    reduced in place; the others (smaller, strided, or across workers) get
-    the result copied into them. Returns ``value``."""
+    reduced in place; so is a single array of a worker with one local
+    replica across workers (without any copy between the processes when
+    every worker passes its block from ``experimental_allocate_shared``);
+    the others (smaller, strided, several across workers) get the result
+    copied into them. Returns ``value``."""
     import numpy as np
     from ._tensor import dlpack_array
     op = ReduceOp.of(reduce_op).value

@@ -327,6 +327,30 @@ def test_in_place_all_reduce_writes_the_callers_arrays(two):
     assert a.ctypes.data == address and a[0] == 3.0 and a[-1] == 3.0
 
 
+def test_allocate_shared_gives_zeroed_writable_arrays_one_per_local_replica(two):
+  # In one process: ordinary memory, one block per replica, reduced in place.
+  blocks = two.experimental_allocate_shared((3, 1 << 14), "float32")  # 192 KiB each
+  assert len(blocks) == 2
+  for b in blocks:
+    assert b.shape == (3, 1 << 14) and b.dtype == np.float32 and b.flags.writeable and not b.any()
+  assert blocks[0].ctypes.data != blocks[1].ctypes.data
+  addresses = [b.ctypes.data for b in blocks]
+
+  def step():
+    r = dist.get_replica_context().replica_id_in_sync_group
+    blocks[r][:] = r + 1
+    dist.get_replica_context().all_reduce_in_place("sum", blocks[r])
+
+  two.run(step)
+  assert [b.ctypes.data for b in blocks] == addresses
+  assert all((b == 3).all() for b in blocks)
+  assert dist.get_strategy().experimental_allocate_shared(4, np.int64)[0].tolist() == [0, 0, 0, 0]
+  with pytest.raises(errors.InvalidArgumentError, match="expected dtype float32, float64, int32 or int64, got uint8"):
+    two.experimental_allocate_shared(4, np.uint8)
+  with pytest.raises(errors.InvalidArgumentError):
+    two.experimental_allocate_shared((-1, 2))
+
+
 def test_in_place_all_reduce_of_small_arrays_copies_back_safely(two):
   # Below the in-place threshold the sums are copied back after a barrier.
   arrays = [np.full(7, r + 1, np.int64) for r in range(2)]
