@@ -38,6 +38,17 @@ def test_it_reaches_95_percent():
   assert accuracy >= 0.95
 
 
+def test_the_models_grads_stay_views_of_their_block():
+  model, _ = torch_digits.train(dist.MirroredStrategy(["CPU:0", "CPU:1"]), epochs=1)
+  # Every .grad is a view of the one block (one storage), at consecutive
+  # offsets: backward accumulated into them, nothing replaced them.
+  storages = {p.grad.storage().data_ptr() for p in model.parameters()}
+  assert len(storages) == 1
+  offsets = [p.grad.storage_offset() for p in model.parameters()]
+  sizes = [p.grad.numel() for p in model.parameters()]
+  assert offsets == [sum(sizes[:i]) for i in range(len(sizes))]
+
+
 def test_the_grads_are_reduced_in_place():
   s = dist.MirroredStrategy(["CPU:0", "CPU:1"])
   grads = [torch.full((1 << 16,), float(r + 1)) for r in range(2)]  # 256 KiB each
