@@ -882,17 +882,18 @@ PYBIND11_MODULE(_core, m) {
                throw dist::InvalidArgumentError(
                    "experimental_allocate_shared: expected dtype float32, float64, int32 or int64, got " + dtype);
              }
-             const dist::Tensor zeros = dist::Tensor::zeros(d, dist::Shape(shape));  // (checks the shape)
+             const dist::Shape dims(shape);
+             const std::int64_t elements = dist::internal::checked_element_count(dims, d);  // (checks the shape)
              std::vector<std::shared_ptr<std::byte>> blocks;
              {
                Interruptible interruptible;
                ReleaseGil nogil;
-               blocks = s.experimental_allocate_shared(zeros.bytes().size());
+               blocks = s.experimental_allocate_shared(static_cast<std::size_t>(elements) * dist::dtype_size(d));
              }
              std::vector<WritableTensor> out;
              for (std::shared_ptr<std::byte>& b : blocks) {
                std::byte* data = b.get();
-               out.push_back({dist::Tensor::wrap(d, zeros.shape(), data, std::move(b), /*writable=*/true)});
+               out.push_back({dist::Tensor::wrap(d, dims, data, std::move(b), /*writable=*/true)});
              }
              return out;
            })

@@ -125,12 +125,14 @@ class ReplicaContext {
   // never modified; std::move of a const tensor does too.
   // With other workers (MultiWorkerMirroredStrategy) only when the worker
   // has a single local replica, for a tensor that travels in a pack of its
-  // own (a single tensor, or bytes_per_pack keeping it apart): the workers'
-  // exchange then sums into the donated buffer (without any copy between
-  // the processes when the tensor came from
-  // Strategy::experimental_allocate_shared and every worker donates);
-  // otherwise the call behaves as the const& one (the value is still
-  // consumed).
+  // own (a single tensor, or bytes_per_pack keeping it apart), whatever its
+  // size: the workers' exchange then sums into the donated buffer (without
+  // any copy between the processes when the tensor came from
+  // Strategy::experimental_allocate_shared, is above 64 KiB and every
+  // worker donates); otherwise the call behaves as the const& one (the
+  // value is still consumed). There a mismatch between the workers (found
+  // in the exchange, after an earlier pack may have been summed in place)
+  // leaves the in-place tensors moved-from as well.
   Tensor all_reduce(ReduceOp op, Tensor&& value, const CommunicationOptions& options = {}) const;
   // Several tensors, each donated or not on its own; `values` is consumed
   // as a whole (left empty on return).

@@ -235,25 +235,34 @@ class Strategy {
   // Zero-filled memory of `bytes` bytes (aligned for any dtype), one block
   // per local replica, for tensors reduced in place: the replica writes its
   // block, wraps it for the call (O(1)) and donates the wrap. The wrap's
-  // owner must be its own (a donated tensor is the only owner of its
-  // buffer's reference count: `block` itself as the owner would count the
-  // caller's copy too, and the call would not be in place):
-  //   auto owner = std::make_shared<std::shared_ptr<std::byte>>(block);
-  //   Tensor g = Tensor::wrap(DType::kFloat32, shape, block.get(), owner, /*writable=*/true);
+  // owner must be its own, held by nothing else (a donated tensor must be
+  // the only holder of its owner's reference count: `block` itself, or a
+  // named copy of the owner, would count too, and the call would not be in
+  // place):
+  //   Tensor g = Tensor::wrap(DType::kFloat32, shape, block.get(),
+  //                           std::make_shared<std::shared_ptr<std::byte>>(block), /*writable=*/true);
   //   g = ctx.all_reduce(ReduceOp::SUM, std::move(g));  // the sums, in the block
   // For MultiWorkerMirroredStrategy with one replica per worker on one host
   // (its shared-memory transport), each block is this worker's region of a
   // shared-memory segment every worker maps: such an in-place all_reduce
-  // (from 64 KiB up, every worker passing its block at the same offset)
+  // (above 64 KiB, every worker passing its block at the same offset)
   // copies nothing between the processes; each worker sums its share of the
   // elements straight from every worker's block (the same bits as the
   // copying path). Elsewhere the blocks are ordinary memory, so that the
-  // same program runs on every strategy. With other workers this is a
-  // collective: every worker calls it in the same order as its other
-  // collectives, with the same size (InvalidArgumentError naming both
-  // otherwise). Cross-replica context only. The block is the replica's to
-  // read and write between its calls (a donated call holds the only
-  // reference to its wrap while it runs; drop the wrap before writing).
+  // same program runs on every strategy. Over the shared-memory transport
+  // this is a collective: every worker calls it in the same order as its
+  // other collectives, with the same size (InvalidArgumentError naming
+  // worker 0's size and the first that differs, on every worker).
+  // Cross-replica context only. The block is the replica's to read and
+  // write between its calls (a donated call holds the only reference to its
+  // wrap while it runs; drop the wrap before writing). After a call that
+  // raised, its contents are unspecified, and another worker may still be
+  // writing its share into it: the strategy is broken then, leave the
+  // block. Shared memory stays shared in a forked child: a child's writes
+  // reach every worker (an ordinary block would be copied on write).
+  // Once a block exists, every all_reduce above 64 KiB of the worker costs
+  // one barrier more (where the workers learn whether all are in place),
+  // for the strategy's life.
   std::vector<std::shared_ptr<std::byte>> experimental_allocate_shared(std::size_t bytes);
 
   // The options collectives use unless a call overrides them (the default

@@ -148,10 +148,12 @@ class Strategy:
     ``all_reduce_in_place`` (a flat gradient buffer whose slices are the
     parameters' ``.grad``, say). Under MultiWorkerMirroredStrategy with one
     replica per process on one host each lives in the host's shared memory,
-    and an in-place all_reduce of them (64 KiB and up, when every worker
+    and an in-place all_reduce of them (above 64 KiB, when every worker
     passes its own at the same place) copies nothing between the processes.
     Elsewhere they are ordinary arrays. With several workers every worker
-    calls it, in the same order and with the same shape and dtype."""
+    calls it, in the same order and with the same shape and dtype. After an
+    all_reduce that raised, an array's contents are unspecified (another
+    worker may still be writing into it): leave it."""
     import numpy as np
     name = np.dtype(dtype).name
     shape = [int(d) for d in (shape if isinstance(shape, (tuple, list)) else (shape,))]

@@ -10,6 +10,7 @@
 #include "collectives/cross_worker_ops.h"
 #include "distribute/strategies.h"
 #include "runtime/deadline.h"
+#include "strategy/strategy_access.h"
 #include "transport/cross_worker.h"
 
 namespace distribute {
@@ -100,6 +101,10 @@ std::vector<std::shared_ptr<std::byte>> Strategy::experimental_allocate_shared(s
                                              std::default_delete<std::byte[]>()));
   }
   return out;
+}
+
+std::uint64_t internal::StrategyAccess::shared_in_place_sums(const Strategy& s) {
+  return s.cross_worker_ != nullptr ? s.cross_worker_->shared_in_place_sums() : 0;
 }
 
 Tensor Strategy::broadcast_from_chief(const Tensor& value) {

@@ -3,6 +3,7 @@
 // One narrow door instead of befriending each of those classes.
 #pragma once
 
+#include <cstdint>
 #include <string>
 
 #include "distribute/strategy.h"
@@ -24,6 +25,9 @@ class StrategyAccess {
   }
   static Tensor broadcast_from_chief(Strategy& s, const Tensor& value) { return s.broadcast_from_chief(value); }
   static Tensor sum_over_workers(Strategy& s, const Tensor& value) { return s.sum_over_workers(value); }
+  // The transport's count of all_reduces summed in place in shared
+  // allocations (0 without other workers).
+  static std::uint64_t shared_in_place_sums(const Strategy& s);
   static Tensor gather_over_workers(Strategy& s, const Tensor& value, int axis, const char* what = "gather") {
     return s.gather_over_workers(value, axis, what);
   }

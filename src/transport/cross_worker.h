@@ -84,6 +84,9 @@ class CrossWorker {
     (void)what, (void)bytes, (void)deadline;
     return nullptr;
   }
+  // How many all_reduce_sum calls were summed in place in allocate_shared's
+  // memory, without a copy (diagnostics and tests).
+  virtual std::uint64_t shared_in_place_sums() const { return 0; }
   // Tells every peer that this worker failed (their waits raise
   // UnavailableError with `message`), and breaks the channel. Never throws.
   virtual void report_failure(const std::string& message) noexcept = 0;

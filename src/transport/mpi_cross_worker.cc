@@ -350,6 +350,14 @@ class MpiCrossWorker final : public CrossWorker {
       }
       std::strncpy(name.data(), made.c_str(), name.size() - 1);
     }
+    // Worker 0 unlinks the name whatever happens from here (every worker has
+    // mapped it, or gave up, or the job failed): nothing is left in /dev/shm.
+    struct Unlink {
+      const char* name;
+      ~Unlink() {
+        if (name != nullptr) ShmChannel::unlink_shared(name);
+      }
+    } unlink{rank_ == 0 && name[0] == '/' ? name.data() : nullptr};
     broadcast(what, name.data(), name.size(), 0, deadline, never);
     std::shared_ptr<ShmChannel::SharedMapping> mapping;
     if (name[0] == '/') {
@@ -364,26 +372,26 @@ class MpiCrossWorker final : public CrossWorker {
       std::uint64_t mapped;
     } mine{bytes, mapping != nullptr ? 1u : 0u};
     const auto all = all_gather(what, std::as_bytes(std::span(&mine, 1)), deadline, never);
-    if (rank_ == 0 && name[0] == '/') ShmChannel::unlink_shared(name.data());  // every worker mapped it or gave up
-    bool everyone = true;
+    std::vector<Mapped> theirs(all.size());
     for (std::size_t p = 0; p < all.size(); ++p) {
-      Mapped theirs{};
-      if (all[p].size() == sizeof theirs) std::memcpy(&theirs, all[p].data(), sizeof theirs);
-      if (theirs.bytes != bytes) {
-        // (Named in worker order, the same words on both.)
-        const bool first = static_cast<std::size_t>(rank_) < p;
-        const std::string a = std::to_string(first ? bytes : theirs.bytes) + " bytes on worker " +
-                              std::to_string(first ? static_cast<std::size_t>(rank_) : p);
-        const std::string b = std::to_string(first ? theirs.bytes : bytes) + " bytes on worker " +
-                              std::to_string(first ? p : static_cast<std::size_t>(rank_));
-        throw WorkersMismatchError(std::string(what) + ": expected the same size on every worker, got " + a +
-                                   " and " + b);
+      if (all[p].size() == sizeof(Mapped)) std::memcpy(&theirs[p], all[p].data(), sizeof(Mapped));
+    }
+    // Every size against worker 0's, as check_headers does: the same
+    // message on every worker.
+    bool everyone = true;
+    for (std::size_t p = 0; p < theirs.size(); ++p) {
+      if (theirs[p].bytes != theirs[0].bytes) {
+        throw WorkersMismatchError(std::string(what) + ": expected the same size on every worker, got " +
+                                   std::to_string(theirs[0].bytes) + " bytes on worker 0 and " +
+                                   std::to_string(theirs[p].bytes) + " bytes on worker " + std::to_string(p));
       }
-      everyone = everyone && theirs.mapped == 1;
+      everyone = everyone && theirs[p].mapped == 1;
     }
     if (!everyone) return nullptr;
     return shm_->register_shared(std::move(mapping));
   }
+
+  std::uint64_t shared_in_place_sums() const override { return shm_ != nullptr ? shm_->shared_sums() : 0; }
 
   std::vector<std::vector<std::byte>> all_gather(const char* what, std::span<const std::byte> mine_bytes,
                                                  Clock::time_point deadline, FunctionRef<bool()> cancelled) override {

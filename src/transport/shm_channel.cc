@@ -525,11 +525,15 @@ void ShmChannel::sum_shared(const char* what, const Header& mine, const Sum& sum
                             std::size_t offset, Clock::time_point deadline, FunctionRef<bool()> cancelled) {
   const auto m = static_cast<std::size_t>(size_);
   const auto me = static_cast<std::size_t>(rank_);
-  // Worker w sums elements [share(w), share(w + 1)), whole cache lines
-  // apart from the last share (no line written by two workers).
+  // Worker w sums elements [share(w), share(w + 1)), whose bounds fall on
+  // cache lines of the regions (the tensor's offset counted): no line is
+  // written by two workers. (`offset` is a multiple of the element size.)
   const std::size_t per_line = kLine / sum.e;
+  const std::size_t skew = (kLine - offset % kLine) % kLine / sum.e;  // elements before the first line
   auto share = [&](std::size_t w) {
-    return w == m ? sum.count : std::min(sum.count, sum.count * w / m / per_line * per_line);
+    if (w == 0) return std::size_t{0};
+    if (w == m) return sum.count;
+    return std::min(sum.count, skew + sum.count * w / m / per_line * per_line);
   };
   dispatch_dtype(sum.dtype, [&](auto zero) {
     using T = decltype(zero);

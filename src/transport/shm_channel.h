@@ -211,7 +211,10 @@ class ShmChannel {
     std::uint64_t id;
     std::weak_ptr<SharedMapping> mapping;
   };
-  std::vector<Registered> shared_;  // by id; only the collectives' thread uses it
+  // By id. register_shared runs on the strategy's caller thread and the
+  // collectives on a replica thread, never at once (one collective or
+  // cross-replica call at a time; run() orders them).
+  std::vector<Registered> shared_;
   std::uint64_t shared_made_ = 0;   // allocations registered so far (the same on every worker)
   std::uint64_t shared_sums_ = 0;
   std::vector<int> pidfds_;    // per worker; -1: none (itself, or kill(pid, 0) instead)

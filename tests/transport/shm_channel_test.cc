@@ -11,6 +11,7 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cmath>
 #include <cstring>
 #include <memory>
@@ -205,20 +206,63 @@ TEST(ShmChannelShared, WorkersThatCannotAllSumInPlaceTakeTheCopyingPath) {
   for (const auto& c : workers.channels) EXPECT_EQ(c->shared_sums(), 1u);
 }
 
-TEST(ShmChannelShared, ADroppedAllocationIsNotMistakenForOrdinaryMemory) {
+TEST(ShmChannelShared, ADroppedAllocationIsNotMistakenForTheMemoryThatReplacesIt) {
   if (!can_share()) GTEST_SKIP() << "/dev/shm is not writable here";
   Workers workers(2);
   const std::size_t count = 50'000;
-  auto regions = workers.allocate(count * sizeof(double));
-  regions.clear();  // unmapped: its addresses may come back for anything
-  std::vector<std::vector<double>> data(2, std::vector<double>(count, 1.5));
+  const std::size_t bytes = count * sizeof(double);
+  auto regions = workers.allocate(bytes);
+  std::vector<void*> addresses;
+  for (const auto& r : regions) addresses.push_back(r.get());
+  regions.clear();  // unmapped (the channels keep weak references only)
+  // Ordinary memory now where each worker's region was, at the same offset
+  // on both: the registered allocation's address range, but not its memory.
+  std::vector<void*> replaced;
+  for (void* a : addresses) {
+    void* p = ::mmap(a, bytes, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_FIXED_NOREPLACE, -1, 0);
+    if (p != a) {
+      for (void* q : replaced) ::munmap(q, bytes);
+      if (p != MAP_FAILED) ::munmap(p, bytes);
+      GTEST_SKIP() << "the old address was taken again before the test could map it";
+    }
+    replaced.push_back(p);
+  }
+  for (void* p : replaced) std::fill_n(static_cast<double*>(p), count, 1.5);
   workers.each([&](int r) {
-    double* p = data[static_cast<std::size_t>(r)].data();
+    void* p = replaced[static_cast<std::size_t>(r)];
     workers.all_reduce(r, DType::kFloat64, p, p, count);
   });
-  EXPECT_EQ(data[0][count - 1], 3.0);
-  EXPECT_EQ(data[1][0], 3.0);
+  for (void* p : replaced) {
+    EXPECT_EQ(static_cast<double*>(p)[0], 3.0);
+    EXPECT_EQ(static_cast<double*>(p)[count - 1], 3.0);
+  }
   for (const auto& c : workers.channels) EXPECT_EQ(c->shared_sums(), 0u);
+  for (void* p : replaced) ::munmap(p, bytes);
+}
+
+TEST(ShmChannelShared, InPlaceSumsAreRightAtAnyOffsetInTheRegions) {
+  if (!can_share()) GTEST_SKIP() << "/dev/shm is not writable here";
+  Workers workers(3);
+  const std::size_t count = 30'001;
+  const auto regions = workers.allocate((count + 16) * sizeof(float));
+  for (const std::size_t skip : {std::size_t{0}, std::size_t{1}, std::size_t{5}, std::size_t{15}}) {
+    for (int r = 0; r < 3; ++r) {
+      auto* p = reinterpret_cast<float*>(regions[static_cast<std::size_t>(r)].get()) + skip;
+      for (std::size_t i = 0; i < count; ++i) p[i] = input_of(r, i);
+    }
+    workers.each([&](int r) {
+      auto* p = reinterpret_cast<float*>(regions[static_cast<std::size_t>(r)].get()) + skip;
+      workers.all_reduce(r, DType::kFloat32, p, p, count);
+    });
+    for (int r = 0; r < 3; ++r) {
+      const auto* p = reinterpret_cast<const float*>(regions[static_cast<std::size_t>(r)].get()) + skip;
+      for (std::size_t i = 0; i < count; i += 61) {
+        ASSERT_EQ(p[i], (input_of(0, i) + input_of(1, i)) + input_of(2, i)) << "skip " << skip << " i " << i;
+      }
+      ASSERT_EQ(p[count - 1], (input_of(0, count - 1) + input_of(1, count - 1)) + input_of(2, count - 1));
+    }
+  }
+  for (const auto& c : workers.channels) EXPECT_EQ(c->shared_sums(), 4u);
 }
 
 }  // namespace
