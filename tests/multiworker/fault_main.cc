@@ -30,7 +30,6 @@
 #include <fcntl.h>
 #include <unistd.h>
 
-#include <fstream>
 #include <iostream>
 #include <memory>
 #include <stdexcept>
@@ -38,19 +37,13 @@
 #include <thread>
 
 #include "distribute/distribute.h"
+#include "testing/shared_memory.h"
 
 namespace dist = distribute;
 
 namespace {
 
-bool segment_mapped() {
-  std::ifstream maps("/proc/self/maps");
-  std::string line;
-  while (std::getline(maps, line)) {
-    if (line.find("/dev/shm/distribute-") != std::string::npos) return true;
-  }
-  return false;
-}
+using distribute::testing::segment_mapped;
 
 int loop() {
   dist::MultiWorkerOptions options;

@@ -26,6 +26,7 @@
 
 #include "distribute/distribute.h"
 #include "strategy/strategy_access.h"
+#include "testing/shared_memory.h"
 #include "testing/helpers.h"
 
 namespace distribute {
@@ -53,16 +54,7 @@ MultiWorkerMirroredStrategy& strategy() {
   return *s;
 }
 
-// Whether this process maps the host's shared-memory segment (the workers'
-// collectives go through it).
-bool segment_mapped() {
-  std::ifstream maps("/proc/self/maps");
-  std::string line;
-  while (std::getline(maps, line)) {
-    if (line.find("/dev/shm/distribute-") != std::string::npos) return true;
-  }
-  return false;
-}
+using distribute::testing::segment_mapped;
 
 int rank_from_launcher() {
   const char* r = std::getenv("OMPI_COMM_WORLD_RANK");
