@@ -870,15 +870,11 @@ PYBIND11_MODULE(_core, m) {
       .def("experimental_allocate_shared",
            [](dist::Strategy& s, const std::string& dtype, const std::vector<std::int64_t>& shape) {
              dist::DType d = dist::DType::kString;
-             if (dtype == "float32") {
-               d = dist::DType::kFloat32;
-             } else if (dtype == "float64") {
-               d = dist::DType::kFloat64;
-             } else if (dtype == "int32") {
-               d = dist::DType::kInt32;
-             } else if (dtype == "int64") {
-               d = dist::DType::kInt64;
-             } else {
+             for (const dist::DType numeric :
+                  {dist::DType::kFloat32, dist::DType::kFloat64, dist::DType::kInt32, dist::DType::kInt64}) {
+               if (dist::dtype_name(numeric) == dtype) d = numeric;
+             }
+             if (d == dist::DType::kString) {
                throw dist::InvalidArgumentError(
                    "experimental_allocate_shared: expected dtype float32, float64, int32 or int64, got " + dtype);
              }

@@ -74,6 +74,32 @@ int open_pidfd(pid_t pid) {
 #endif
 }
 
+// Reserves the `bytes` of the segment behind `fd` now: a tmpfs short of
+// space fails here, not with SIGBUS at the first write.
+void reserve(int fd, std::size_t bytes) {
+  const int err = ::posix_fallocate(fd, 0, static_cast<off_t>(bytes));
+  if (err != 0) {
+    throw UnavailableError("posix_fallocate of " + std::to_string(bytes) + " bytes in /dev/shm: " +
+                           std::strerror(err));
+  }
+}
+
+// Maps the `bytes` of the segment behind `fd`; with `check_size`, first
+// checks that the segment has that size (another process made it).
+std::byte* map_segment(int fd, std::size_t bytes, bool check_size) {
+  if (check_size) {
+    struct stat st {};
+    if (::fstat(fd, &st) != 0) throw UnavailableError(errno_text("fstat"));
+    if (static_cast<std::size_t>(st.st_size) != bytes) {
+      throw UnavailableError("the segment has " + std::to_string(st.st_size) + " bytes, expected " +
+                             std::to_string(bytes));
+    }
+  }
+  void* p = ::mmap(nullptr, bytes, PROT_READ | PROT_WRITE, MAP_SHARED | MAP_POPULATE, fd, 0);
+  if (p == MAP_FAILED) throw UnavailableError(errno_text("mmap"));
+  return static_cast<std::byte*>(p);
+}
+
 }  // namespace
 
 // Plain words in the (zero-filled) segment, accessed through std::atomic_ref:
@@ -168,23 +194,8 @@ ShmChannel::ShmChannel(std::string name, int fd, int rank, int size, std::size_t
   const auto n = static_cast<std::size_t>(size);
   bytes_ = round_up(sizeof(Control) * n, 4096) + 2 * n * slot_bytes_;
   try {
-    if (owner) {
-      // Reserved now: a tmpfs short of space fails here, not with SIGBUS at
-      // the first write.
-      const int err = ::posix_fallocate(fd_, 0, static_cast<off_t>(bytes_));
-      if (err != 0) throw UnavailableError("posix_fallocate of " + std::to_string(bytes_) + " bytes: " +
-                                           std::strerror(err));
-    } else {
-      struct stat st {};
-      if (::fstat(fd_, &st) != 0) throw UnavailableError(errno_text("fstat"));
-      if (static_cast<std::size_t>(st.st_size) != bytes_) {
-        throw UnavailableError("the segment has " + std::to_string(st.st_size) + " bytes, expected " +
-                               std::to_string(bytes_));
-      }
-    }
-    void* p = ::mmap(nullptr, bytes_, PROT_READ | PROT_WRITE, MAP_SHARED | MAP_POPULATE, fd_, 0);
-    if (p == MAP_FAILED) throw UnavailableError(errno_text("mmap"));
-    base_ = static_cast<std::byte*>(p);
+    if (owner) reserve(fd_, bytes_);
+    base_ = map_segment(fd_, bytes_, /*check_size=*/!owner);
   } catch (...) {
     ::close(fd_);
     throw;
@@ -386,14 +397,14 @@ std::string ShmChannel::create_shared(std::size_t bytes) const {
   const std::string name = fresh_name();
   const int fd = ::shm_open(name.c_str(), O_RDWR | O_CREAT | O_EXCL, 0600);
   if (fd < 0) throw UnavailableError(errno_text("shm_open"));
-  // Reserved now: a tmpfs short of space fails here, not with SIGBUS later.
-  const int err = ::posix_fallocate(fd, 0, static_cast<off_t>(total));
-  ::close(fd);
-  if (err != 0) {
+  try {
+    reserve(fd, total);
+  } catch (...) {
+    ::close(fd);
     ::shm_unlink(name.c_str());
-    throw UnavailableError("posix_fallocate of " + std::to_string(total) + " bytes in /dev/shm: " +
-                           std::strerror(err));
+    throw;
   }
+  ::close(fd);
   return name;
 }
 
@@ -403,17 +414,13 @@ std::shared_ptr<ShmChannel::SharedMapping> ShmChannel::map_shared(const std::str
   const std::size_t total = mapping->region_bytes * static_cast<std::size_t>(size_);
   const int fd = ::shm_open(name.c_str(), O_RDWR, 0);
   if (fd < 0) throw UnavailableError(errno_text("shm_open"));
-  struct stat st {};
-  const bool sized = ::fstat(fd, &st) == 0 && static_cast<std::size_t>(st.st_size) == total;
-  void* p = sized ? ::mmap(nullptr, total, PROT_READ | PROT_WRITE, MAP_SHARED | MAP_POPULATE, fd, 0) : MAP_FAILED;
-  const int mmap_errno = errno;
-  ::close(fd);
-  if (!sized) {
-    throw UnavailableError("shared allocation " + name + " has " + std::to_string(st.st_size) + " bytes, expected " +
-                           std::to_string(total));
+  try {
+    mapping->base = map_segment(fd, total, /*check_size=*/true);
+  } catch (...) {
+    ::close(fd);
+    throw;
   }
-  if (p == MAP_FAILED) throw UnavailableError(std::string("mmap: ") + std::strerror(mmap_errno));
-  mapping->base = static_cast<std::byte*>(p);
+  ::close(fd);
   mapping->bytes = total;
   return mapping;
 }
