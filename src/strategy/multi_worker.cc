@@ -107,6 +107,10 @@ std::uint64_t internal::StrategyAccess::shared_in_place_sums(const Strategy& s) 
   return s.cross_worker_ != nullptr ? s.cross_worker_->shared_in_place_sums() : 0;
 }
 
+std::string internal::StrategyAccess::cross_worker_transport(const Strategy& s) {
+  return s.cross_worker_ != nullptr ? s.cross_worker_->transport() : "none";
+}
+
 Tensor Strategy::broadcast_from_chief(const Tensor& value) {
   if (cross_worker_ == nullptr) return value;
   return internal::broadcast_from_worker0(*cross_worker_, "broadcast from the chief", value,

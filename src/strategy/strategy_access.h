@@ -28,6 +28,9 @@ class StrategyAccess {
   // The transport's count of all_reduces summed in place in shared
   // allocations (0 without other workers).
   static std::uint64_t shared_in_place_sums(const Strategy& s);
+  // What carries the workers' all_reduce (CrossWorker::transport), or
+  // "none" without other workers.
+  static std::string cross_worker_transport(const Strategy& s);
   static Tensor gather_over_workers(Strategy& s, const Tensor& value, int axis, const char* what = "gather") {
     return s.gather_over_workers(value, axis, what);
   }

@@ -84,6 +84,11 @@ class CrossWorker {
     (void)what, (void)bytes, (void)deadline;
     return nullptr;
   }
+  // What carries all_reduce_sum (diagnostics and tests): "mpi" (messages
+  // alone), "host segment" (every worker on one host: shared memory) or
+  // "hierarchical" (several hosts: each host's segment, then MPI between
+  // one worker per host); "in process" for workers that are threads.
+  virtual const char* transport() const { return "in process"; }
   // How many all_reduce_sum calls were summed in place in allocate_shared's
   // memory, without a copy (diagnostics and tests).
   virtual std::uint64_t shared_in_place_sums() const { return 0; }

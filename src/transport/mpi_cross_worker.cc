@@ -81,6 +81,17 @@ constexpr std::size_t kDirectBytes = 256 * 1024;
 constexpr std::size_t kEagerBytes = 4000;
 constexpr std::size_t kChunkedBytes = 32 * 1024;
 
+// What an exception says (for a failure report).
+std::string exception_text(std::exception_ptr error) {
+  try {
+    std::rethrow_exception(error);
+  } catch (const std::exception& e) {
+    return e.what();
+  } catch (...) {
+    return "an exception that is not a std::exception";
+  }
+}
+
 std::string mpi_error(int code) {
   char text[MPI_MAX_ERROR_STRING];
   int length = 0;
@@ -248,6 +259,14 @@ class MpiProcess {
   std::uint64_t generation_ GUARDED_BY(mutex_) = 0;
 };
 
+// Workers that take part in one MPI exchange: their ranks, in the order
+// their inputs are summed, and this worker's index among them.
+struct Group {
+  std::vector<int> ranks;
+  std::size_t me = 0;
+  std::size_t size() const { return ranks.size(); }
+};
+
 class MpiCrossWorker final : public CrossWorker {
  public:
   MpiCrossWorker(MPI_Comm base, const ChannelOptions& options, MpiProcess& process,
@@ -295,8 +314,11 @@ class MpiCrossWorker final : public CrossWorker {
         // (Posting is always safe, broken or not; a report posted earlier
         // stays: the first post wins.)
         shm_->leave(leaving_text());
-      } else if (finalized == 0 && !broken_ && !reported_ && size_ > 1 && control_ != MPI_COMM_NULL &&
-                 !peer_ended_locked()) {
+      } else if (host_ != nullptr) {
+        host_->leave(leaving_text());  // (and over MPI to the other hosts, below)
+      }
+      if (shm_ == nullptr && finalized == 0 && !broken_ && !reported_ && size_ > 1 && control_ != MPI_COMM_NULL &&
+          !peer_ended_locked()) {
         send_leaving_locked();
       }
       if (watch_ != nullptr) watch_->leave();
@@ -320,17 +342,11 @@ class MpiCrossWorker final : public CrossWorker {
     }
     const Sum sum{dtype, dtype_size(dtype), static_cast<const std::byte*>(in_data), static_cast<std::byte*>(data),
                   count};
-    const std::size_t bytes = count * sum.e;
-    if (size_ > 1 && count > 0 && (bytes < kDirectBytes || count < static_cast<std::size_t>(size_))) {
-      sum_direct(what, mine, sum, deadline, cancelled);
+    if (hierarchical_) {
+      sum_across_hosts(what, mine, sum, deadline, cancelled);
       return;
     }
-    exchange_headers(what, mine, deadline, cancelled);
-    if (size_ == 1 || count == 0) {
-      if (sum.in != sum.out && bytes > 0) std::memcpy(sum.out, sum.in, bytes);
-      return;
-    }
-    sum_scattered(what, sum, deadline, cancelled);
+    sum_over(all_, what, mine, sum, deadline, cancelled);
   }
 
   std::shared_ptr<std::byte> allocate_shared(const char* what, std::size_t bytes,
@@ -391,6 +407,10 @@ class MpiCrossWorker final : public CrossWorker {
     return shm_->register_shared(std::move(mapping));
   }
 
+  const char* transport() const override {
+    return shm_ != nullptr ? "host segment" : hierarchical_ ? "hierarchical" : "mpi";
+  }
+
   std::uint64_t shared_in_place_sums() const override { return shm_ != nullptr ? shm_->shared_sums() : 0; }
 
   std::vector<std::vector<std::byte>> all_gather(const char* what, std::span<const std::byte> mine_bytes,
@@ -398,7 +418,7 @@ class MpiCrossWorker final : public CrossWorker {
     throw_if_forked_child(what);
     const Header mine{generation_, next_seq(what), static_cast<std::uint32_t>(Op::kAllGather), 0, mine_bytes.size(), -1};
     if (shm_ != nullptr) return on_host([&] { return shm_->all_gather(what, mine, mine_bytes, deadline, cancelled); });
-    const std::vector<Header> all = exchange_headers(what, mine, deadline, cancelled);
+    const std::vector<Header> all = exchange_headers(what, mine, all_, deadline, cancelled);
     std::vector<std::vector<std::byte>> out(static_cast<std::size_t>(size_));
     Requests requests(data_tag_);
     MutexLock lock(process_.mutex());
@@ -426,7 +446,7 @@ class MpiCrossWorker final : public CrossWorker {
       on_host([&] { shm_->broadcast(what, mine, data, bytes, root, deadline, cancelled); });
       return;
     }
-    exchange_headers(what, mine, deadline, cancelled);
+    exchange_headers(what, mine, all_, deadline, cancelled);
     Requests requests(data_tag_);
     MutexLock lock(process_.mutex());
     throw_if_quiet_locked(what);
@@ -450,6 +470,8 @@ class MpiCrossWorker final : public CrossWorker {
       failure_text_ = "worker " + std::to_string(rank_) + ": " + message;
       // Through the watch too: a peer that saw a death reads no MPI message.
       if (watch_ != nullptr) watch_->report(failure_text_);
+      // The host's peers in the hierarchical mode read its segment.
+      if (host_ != nullptr) host_->report_failure(failure_text_);
       if (peer_ended_locked()) {  // no MPI call (watched_peer_gone_locked)
         break_channel_locked();
         return;
@@ -505,6 +527,9 @@ class MpiCrossWorker final : public CrossWorker {
       MPI_Comm_rank(base, &rank_);
       MPI_Comm_size(base, &size_);
     }
+    all_.ranks.resize(static_cast<std::size_t>(size_));
+    for (int p = 0; p < size_; ++p) all_.ranks[static_cast<std::size_t>(p)] = p;
+    all_.me = static_cast<std::size_t>(rank_);
     say_hello(base, deadline, timeout);
     {
       MutexLock lock(process_.mutex());
@@ -592,6 +617,10 @@ class MpiCrossWorker final : public CrossWorker {
     several_hosts_ = host.empty() || std::ranges::any_of(keys, [&](const auto& k) {
                        return !std::ranges::equal(host_of(k), host_of(as_bytes(key)));
                      });
+    if (several_hosts_) {
+      start_hierarchical(keys, deadline);
+      return;
+    }
     for (const auto& k : keys) {
       // Workers on several hosts, or one that does not want the segment: MPI.
       if (key[0] != '1' || !std::ranges::equal(k, as_bytes(key))) return;
@@ -628,6 +657,73 @@ class MpiCrossWorker final : public CrossWorker {
     shm_ = std::move(channel);
   }
 
+  // Workers on several hosts, every one wanting a segment and knowing its
+  // host (the keys of start_shared_memory), some hosts with several
+  // workers: the hierarchical mode (sum_across_hosts). Each host's first
+  // worker creates its segment, the others map it; when any worker could
+  // not, all use MPI messages alone. Every worker takes part in every step.
+  void start_hierarchical(const std::vector<std::vector<std::byte>>& keys, Clock::time_point deadline) {
+    auto never = [] { return false; };
+    const auto& my_key = keys[static_cast<std::size_t>(rank_)];
+    Group host;  // this host's workers
+    leaders_ = Group{};
+    bool everyone_wants = true;
+    for (int p = 0; p < size_; ++p) {
+      const auto& k = keys[static_cast<std::size_t>(p)];
+      everyone_wants = everyone_wants && !k.empty() && k[0] == std::byte{'1'};
+      const bool first_of_its_host =
+          std::none_of(keys.begin(), keys.begin() + p, [&](const auto& earlier) { return earlier == k; });
+      if (first_of_its_host) {
+        if (k == my_key) leaders_.me = leaders_.size();
+        leaders_.ranks.push_back(p);
+      }
+      if (k == my_key) {
+        if (p == rank_) host.me = host.size();
+        host.ranks.push_back(p);
+      }
+    }
+    // (A key of "0|" or an empty host name: not wanted, or the host is
+    // unknown, and one worker per host: MPI alone is as good.)
+    if (!everyone_wants || leaders_.size() == static_cast<std::size_t>(size_)) return;
+    const int local = static_cast<int>(host.me);
+    const int local_size = static_cast<int>(host.size());
+    std::unique_ptr<ShmChannel> channel;
+    std::string name;
+    if (local_size > 1 && local == 0) {
+      try {
+        channel = ShmChannel::create(0, local_size);
+        name = channel->name();
+      } catch (...) {
+        // No segment on this host: every worker uses MPI (below).
+      }
+    }
+    const auto names = all_gather("start-up (host segments)", std::as_bytes(std::span(name)), deadline, never);
+    if (local_size > 1 && local != 0) {
+      const auto& theirs = names[static_cast<std::size_t>(host.ranks[0])];
+      if (!theirs.empty()) {
+        try {
+          channel = ShmChannel::attach(std::string(reinterpret_cast<const char*>(theirs.data()), theirs.size()),
+                                       local, local_size);
+        } catch (...) {
+          // This worker cannot map it: all use MPI.
+        }
+      }
+    }
+    const std::byte ready = local_size == 1 || channel != nullptr ? std::byte{1} : std::byte{0};
+    const auto all = all_gather("start-up (host segments)", std::span(&ready, 1), deadline, never);
+    if (channel != nullptr) channel->unlink();  // (the leader's: every worker of its host has mapped it or gave up)
+    for (const auto& a : all) {
+      if (a.size() != 1 || a[0] != std::byte{1}) return;
+    }
+    if (channel != nullptr) {
+      channel->name_workers(host.ranks);
+      channel->watch_peers();
+    }
+    host_ = std::move(channel);
+    leader_ = local == 0;
+    hierarchical_ = true;
+  }
+
   // Runs a collective on the host's segment; a failure (not a mismatch,
   // which leaves the channel in step) breaks this channel too.
   template <class F>
@@ -645,6 +741,44 @@ class MpiCrossWorker final : public CrossWorker {
       // before its collectives are cancelled).
       shm_->report_failure("worker " + std::to_string(rank_) + ": " + reason);
       break_channel_locked(reason);
+      throw;
+    }
+  }
+
+  // all_reduce in the hierarchical mode: the sum of the host's workers on
+  // its segment (in rank order), then the leaders' sum of those over MPI (in
+  // host order), then the leader's result copied to its host's workers. The
+  // same bits on every worker, and on every run with the same placement of
+  // workers on hosts. Any failure, a mismatch too, is reported to every
+  // worker (the host's through the segment, the others over MPI) and breaks
+  // the channel: the workers of other hosts, waiting at another step, would
+  // not learn of it otherwise.
+  //
+  // Each step waits a tenth of the timeout longer than the one before, so
+  // that a stuck worker is named by the workers that wait for it directly
+  // (its host's, or the other leaders), and the others raise their report
+  // instead of naming the leader they wait for: the deadline of a worker
+  // that waits in the last step is up to a fifth of the timeout later.
+  void sum_across_hosts(const char* what, const Header& mine, const Sum& sum, Clock::time_point deadline,
+                        FunctionRef<bool()> cancelled) {
+    const std::size_t bytes = sum.count * sum.e;
+    const Clock::duration grace = std::max(deadline - Clock::now(), Clock::duration::zero()) / 10;
+    try {
+      if (host_ != nullptr) {
+        host_->all_reduce_sum(what, mine, sum.dtype, sum.in, sum.out, sum.count, deadline, cancelled);
+      } else if (sum.in != sum.out && bytes > 0) {
+        std::memcpy(sum.out, sum.in, bytes);
+      }
+      if (leader_) sum_over(leaders_, what, mine, Sum{sum.dtype, sum.e, sum.out, sum.out, sum.count},
+                            deadline + grace, cancelled);
+      if (host_ != nullptr) {
+        const Header handed{mine.generation, mine.seq, static_cast<std::uint32_t>(Op::kBroadcast), 0, bytes, 0};
+        host_->broadcast(what, handed, sum.out, bytes, 0, deadline + 2 * grace, cancelled);
+      }
+    } catch (...) {
+      std::string reason = host_ != nullptr ? host_->broken() : std::string();
+      if (reason.empty()) reason = exception_text(std::current_exception());
+      report_failure(reason);
       throw;
     }
   }
@@ -736,14 +870,32 @@ class MpiCrossWorker final : public CrossWorker {
     }
   }
 
+  // The MPI algorithms of all_reduce among the workers of `g` (every
+  // worker, or the hosts' first workers in the hierarchical mode), in the
+  // order of g.ranks.
+  void sum_over(const Group& g, const char* what, const Header& mine, const Sum& sum, Clock::time_point deadline,
+                FunctionRef<bool()> cancelled) {
+    const std::size_t bytes = sum.count * sum.e;
+    if (g.size() > 1 && sum.count > 0 && (bytes < kDirectBytes || sum.count < g.size())) {
+      sum_direct(g, what, mine, sum, deadline, cancelled);
+      return;
+    }
+    exchange_headers(what, mine, g, deadline, cancelled);
+    if (g.size() == 1 || sum.count == 0) {
+      if (sum.in != sum.out && bytes > 0) std::memcpy(sum.out, sum.in, bytes);
+      return;
+    }
+    sum_scattered(g, what, sum, deadline, cancelled);
+  }
+
   // all_reduce below kDirectBytes: everyone's buffer to everyone, then the
   // sum in worker order. Headers and buffers travel in one round, except
   // buffers just above MPI's eager size, which follow the headers in
   // eager-sized pieces.
-  void sum_direct(const char* what, const Header& mine, const Sum& sum, Clock::time_point deadline,
+  void sum_direct(const Group& g, const char* what, const Header& mine, const Sum& sum, Clock::time_point deadline,
                   FunctionRef<bool()> cancelled) {
-    const auto m = static_cast<std::size_t>(size_);
-    const auto me = static_cast<std::size_t>(rank_);
+    const std::size_t m = g.size();
+    const std::size_t me = g.me;
     const std::size_t bytes = sum.count * sum.e;
     std::vector<Header> all(m);
     all[me] = mine;
@@ -753,15 +905,15 @@ class MpiCrossWorker final : public CrossWorker {
     if (chunked) {
       // First the headers (so that every worker cuts the same chunks), then
       // messages small enough for MPI's eager protocol.
-      exchange_headers(what, mine, deadline, cancelled);
+      exchange_headers(what, mine, g, deadline, cancelled);
       MutexLock lock(process_.mutex());
       throw_if_quiet_locked(what);
-      for (int p = 0; p < size_; ++p) {
-        if (p == rank_) continue;
+      for (std::size_t i = 0; i < m; ++i) {
+        if (i == me) continue;
         for (std::size_t at = 0; at < bytes; at += kEagerBytes) {
           const std::size_t n = std::min(kEagerBytes, bytes - at);
-          requests.recv(scratch_.data() + static_cast<std::size_t>(p) * bytes + at, n, p, data_);
-          requests.send(sum.in + at, n, p, data_);
+          requests.recv(scratch_.data() + i * bytes + at, n, g.ranks[i], data_);
+          requests.send(sum.in + at, n, g.ranks[i], data_);
         }
       }
     } else {
@@ -770,25 +922,26 @@ class MpiCrossWorker final : public CrossWorker {
       // the headers name the mismatch).
       MutexLock lock(process_.mutex());
       throw_if_quiet_locked(what);
-      post_headers(mine, all, requests);
-      for (int p = 0; p < size_; ++p) {
-        if (p == rank_) continue;
-        requests.recv(scratch_.data() + static_cast<std::size_t>(p) * bytes, bytes, p, data_);
-        requests.send(sum.in, bytes, p, data_);
+      post_headers(mine, all, requests, g);
+      for (std::size_t i = 0; i < m; ++i) {
+        if (i == me) continue;
+        requests.recv(scratch_.data() + i * bytes, bytes, g.ranks[i], data_);
+        requests.send(sum.in, bytes, g.ranks[i], data_);
       }
     }
     wait(what, requests, deadline, cancelled);
-    if (!chunked) check_headers(what, all);
-    sum_in_order(sum.dtype, sum.out, 0, sum.count,
+    if (!chunked) check_headers(what, all, g.ranks);
+    sum_in_order(sum.dtype, sum.out, 0, sum.count, m,
                  [&](std::size_t w) { return w == me ? sum.in : scratch_.data() + w * bytes; });
   }
 
   // all_reduce from kDirectBytes, after the header exchange: reduce-scatter
-  // (worker w sums elements [w*count/M, (w+1)*count/M) of every buffer, in
-  // worker order) then all-gather of the sums, straight into place.
-  void sum_scattered(const char* what, const Sum& sum, Clock::time_point deadline, FunctionRef<bool()> cancelled) {
-    const auto m = static_cast<std::size_t>(size_);
-    const auto me = static_cast<std::size_t>(rank_);
+  // (member i sums elements [i*count/M, (i+1)*count/M) of every buffer, in
+  // member order) then all-gather of the sums, straight into place.
+  void sum_scattered(const Group& g, const char* what, const Sum& sum, Clock::time_point deadline,
+                     FunctionRef<bool()> cancelled) {
+    const std::size_t m = g.size();
+    const std::size_t me = g.me;
     const std::size_t e = sum.e;
     auto first = [&](std::size_t w) { return sum.count * w / m; };
     const std::size_t my_count = first(me + 1) - first(me);
@@ -797,28 +950,26 @@ class MpiCrossWorker final : public CrossWorker {
       Requests requests(data_tag_);
       MutexLock lock(process_.mutex());
       throw_if_quiet_locked(what);
-      for (int p = 0; p < size_; ++p) {
-        if (p == rank_) continue;
-        const auto q = static_cast<std::size_t>(p);
-        requests.recv(scratch_.data() + q * my_count * e, my_count * e, p, data_);
-        requests.send(sum.in + first(q) * e, (first(q + 1) - first(q)) * e, p, data_);
+      for (std::size_t q = 0; q < m; ++q) {
+        if (q == me) continue;
+        requests.recv(scratch_.data() + q * my_count * e, my_count * e, g.ranks[q], data_);
+        requests.send(sum.in + first(q) * e, (first(q + 1) - first(q)) * e, g.ranks[q], data_);
       }
       lock.unlock();
       wait(what, requests, deadline, cancelled);
     }
     std::byte* mine_begin = sum.out + first(me) * e;
     const std::byte* my_input = sum.in + first(me) * e;
-    sum_in_order(sum.dtype, mine_begin, 0, my_count, [&](std::size_t w) {
+    sum_in_order(sum.dtype, mine_begin, 0, my_count, m, [&](std::size_t w) {
       return w == me ? my_input : scratch_.data() + w * my_count * e;
     });
     Requests requests(data_tag_);
     MutexLock lock(process_.mutex());
     throw_if_quiet_locked(what);
-    for (int p = 0; p < size_; ++p) {
-      if (p == rank_) continue;
-      const auto q = static_cast<std::size_t>(p);
-      requests.recv(sum.out + first(q) * e, (first(q + 1) - first(q)) * e, p, data_);
-      requests.send(mine_begin, my_count * e, p, data_);
+    for (std::size_t q = 0; q < m; ++q) {
+      if (q == me) continue;
+      requests.recv(sum.out + first(q) * e, (first(q + 1) - first(q)) * e, g.ranks[q], data_);
+      requests.send(mine_begin, my_count * e, g.ranks[q], data_);
     }
     lock.unlock();
     wait(what, requests, deadline, cancelled);
@@ -857,9 +1008,9 @@ class MpiCrossWorker final : public CrossWorker {
       break_channel_locked(msg);
       throw UnavailableError(msg);
     }
-    if (shm_ != nullptr && !broken_ && !closed_) {
+    if (ShmChannel* segment = shm_ != nullptr ? shm_.get() : host_.get(); segment != nullptr && !broken_ && !closed_) {
       // A peer that failed or left will never meet this call.
-      if (std::optional<std::string> report = shm_->peer_report()) {
+      if (std::optional<std::string> report = segment->peer_report()) {
         const std::string msg = std::string("cross-worker ") + what + " on worker " + std::to_string(rank_) +
                                 " failed: " + *report;
         break_channel_locked(msg);
@@ -888,31 +1039,33 @@ class MpiCrossWorker final : public CrossWorker {
     return ++seq_;
   }
 
-  // Sends `mine` to every peer, receives theirs, and checks them against
-  // worker 0's (so every worker raises the same error).
-  std::vector<Header> exchange_headers(const char* what, const Header& mine, Clock::time_point deadline,
-                                       FunctionRef<bool()> cancelled) {
-    std::vector<Header> all(static_cast<std::size_t>(size_));
-    all[static_cast<std::size_t>(rank_)] = mine;
-    if (size_ == 1) return all;
+  // Sends `mine` to every other member of `g`, receives theirs (in g's
+  // order), and checks them against the first's (so every member raises the
+  // same error).
+  std::vector<Header> exchange_headers(const char* what, const Header& mine, const Group& g,
+                                       Clock::time_point deadline, FunctionRef<bool()> cancelled) {
+    std::vector<Header> all(g.size());
+    all[g.me] = mine;
+    if (g.size() == 1) return all;
     Requests requests(data_tag_);
     {
       MutexLock lock(process_.mutex());
       throw_if_quiet_locked(what);
-      post_headers(mine, all, requests);
+      post_headers(mine, all, requests, g);
     }
     wait(what, requests, deadline, cancelled);
-    check_headers(what, all);
+    check_headers(what, all, g.ranks);
     return all;
   }
 
-  // Posts the exchange of `mine` with every peer's header into `all` (the
-  // MPI mutex held).
-  void post_headers(const Header& mine, std::vector<Header>& all, Requests& requests) {
-    for (int p = 0; p < size_; ++p) {
-      if (p == rank_) continue;
+  // Posts the exchange of `mine` with every other member's header of `g`
+  // into `all` (the MPI mutex held).
+  void post_headers(const Header& mine, std::vector<Header>& all, Requests& requests, const Group& g) {
+    for (std::size_t i = 0; i < g.size(); ++i) {
+      if (i == g.me) continue;
+      const int p = g.ranks[i];
       requests.add(p, true);
-      check_mpi(MPI_Irecv(&all[static_cast<std::size_t>(p)], sizeof(Header), MPI_BYTE, p, header_tag_, data_,
+      check_mpi(MPI_Irecv(&all[i], sizeof(Header), MPI_BYTE, p, header_tag_, data_,
                           &requests.requests.back()),
                 "MPI_Irecv");
       requests.add(p, false);
@@ -1152,8 +1305,8 @@ class MpiCrossWorker final : public CrossWorker {
   // out[i] = the sum over workers w (in order) of source(w)[i] (a source may
   // be `out` itself: each element is read before it is written).
   template <class Source>
-  void sum_in_order(DType dtype, std::byte* out, std::size_t begin, std::size_t count, Source source) {
-    const auto m = static_cast<std::size_t>(size_);
+  void sum_in_order(DType dtype, std::byte* out, std::size_t begin, std::size_t count, std::size_t m,
+                    Source source) {
     dispatch_dtype(dtype, [&](auto zero) {
       using T = decltype(zero);
       T* o = reinterpret_cast<T*>(out);
@@ -1186,6 +1339,15 @@ class MpiCrossWorker final : public CrossWorker {
   std::string failure_text_;
   OwnerProcess owner_process_;
   std::unique_ptr<ShmChannel> shm_;  // every worker on this host: collectives through shared memory
+  Group all_;                        // every worker
+  // The hierarchical mode (workers on several hosts, some sharing one):
+  // all_reduce sums on each host's segment (host_; null on a host of one
+  // worker), then among the hosts' first workers (leaders_) over MPI, then
+  // each leader hands the result to its host.
+  bool hierarchical_ = false;
+  bool leader_ = false;
+  std::unique_ptr<ShmChannel> host_;
+  Group leaders_;
   // Otherwise the peers' processes are watched; set at start-up, then used
   // under process_.mutex().
   std::unique_ptr<PeerWatch> watch_ GUARDED_BY(process_.mutex());

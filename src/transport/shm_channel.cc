@@ -225,6 +225,14 @@ void ShmChannel::unlink() noexcept {
   owner_ = false;
 }
 
+void ShmChannel::name_workers(std::vector<int> ids) {
+  if (ids.size() != static_cast<std::size_t>(size_)) {
+    throw InternalError("ShmChannel::name_workers: expected " + std::to_string(size_) + " ids, got " +
+                        std::to_string(ids.size()));
+  }
+  ids_ = std::move(ids);
+}
+
 void ShmChannel::watch_peers() {
   pidfds_.assign(static_cast<std::size_t>(size_), -1);
   for (int p = 0; p < size_; ++p) {
@@ -255,12 +263,12 @@ std::uint64_t ShmChannel::barrier(const char* what, const Header& mine, Clock::t
 
 void ShmChannel::check_headers_of(const char* what, std::uint64_t b) const {
   for (int p = 0; p < size_; ++p) headers_[static_cast<std::size_t>(p)] = control(p).headers[b % 2];
-  check_headers(what, headers_);
+  check_headers(what, headers_, ids_);
 }
 
 void ShmChannel::wait(const char* what, std::uint64_t b, Clock::time_point deadline,
                       FunctionRef<bool()> cancelled) {
-  auto where = [&] { return std::string("cross-worker ") + what + " on worker " + std::to_string(rank_); };
+  auto where = [&] { return std::string("cross-worker ") + what + " on worker " + std::to_string(id(rank_)); };
   InterruptPoll poll;  // the waiting thread's interrupt check (distribute/interrupt.h)
   const Clock::time_point start = Clock::now();
   Clock::time_point next_liveness = start + std::chrono::milliseconds(1);
@@ -291,8 +299,8 @@ void ShmChannel::wait(const char* what, std::uint64_t b, Clock::time_point deadl
       } catch (...) {
         // The others are told at once, as of a failed replica.
         const std::string reason = std::string("cross-worker ") + what + " interrupted on worker " +
-                                   std::to_string(rank_);
-        report_failure("worker " + std::to_string(rank_) + ": " + reason);
+                                   std::to_string(id(rank_));
+        report_failure("worker " + std::to_string(id(rank_)) + ": " + reason);
         fail(reason, std::current_exception());
       }
     }
@@ -300,11 +308,11 @@ void ShmChannel::wait(const char* what, std::uint64_t b, Clock::time_point deadl
     if (now >= deadline) {
       std::vector<int> missing;
       for (int p = 0; p < size_; ++p) {
-        if (word(control(p).arrived).load(std::memory_order_acquire) < b) missing.push_back(p);
+        if (word(control(p).arrived).load(std::memory_order_acquire) < b) missing.push_back(id(p));
       }
       if (missing.empty()) return;
       const std::string msg = std::string("cross-worker ") + what + " exceeded its deadline on worker " +
-                              std::to_string(rank_) + ": nothing received from worker(s) " + list_ids(missing) +
+                              std::to_string(id(rank_)) + ": nothing received from worker(s) " + list_ids(missing) +
                               " (stopped, stuck or gone; timeout_seconds in CommunicationOptions sets the deadline)";
       fail(msg, std::make_exception_ptr(DeadlineExceededError(msg)));
     }
@@ -312,7 +320,7 @@ void ShmChannel::wait(const char* what, std::uint64_t b, Clock::time_point deadl
       next_liveness = now + std::chrono::milliseconds(1);
       const int dead = dead_peer(b);
       if (dead >= 0) {
-        const std::string msg = where() + " failed: worker " + std::to_string(dead) + " (pid " +
+        const std::string msg = where() + " failed: worker " + std::to_string(id(dead)) + " (pid " +
                                 std::to_string(control(dead).pid) +
                                 ") ended without reporting a failure (killed or crashed)";
         fail(msg, std::make_exception_ptr(UnavailableError(msg)));
@@ -382,7 +390,7 @@ std::optional<std::string> ShmChannel::peer_report() const {
   }
   if (first < 0) return std::nullopt;
   const Control& c = control(first);
-  return "worker " + std::to_string(first) + " reported a failure (" +
+  return "worker " + std::to_string(id(first)) + " reported a failure (" +
          std::string(c.text, ::strnlen(c.text, kTextBytes)) + ")";
 }
 

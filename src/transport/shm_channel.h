@@ -111,6 +111,11 @@ class ShmChannel {
   // Starts watching the peers' processes (their pids, which every worker
   // wrote when it attached). Call after every worker attached.
   void watch_peers();
+  // The workers' numbers in messages (errors, reports, mismatches), by
+  // this channel's rank: a host's channel within a larger job
+  // (MpiCrossWorker's hierarchical mode) names them as the job does. By
+  // default, the ranks themselves.
+  void name_workers(std::vector<int> ids);
   std::size_t slot_bytes() const { return slot_bytes_; }
 
   // The collectives (see the header comment). `mine` is this worker's
@@ -164,6 +169,7 @@ class ShmChannel {
   ShmChannel(std::string name, int fd, int rank, int size, std::size_t slot_bytes, bool owner);
 
   Control& control(int worker) const;
+  int id(int worker) const { return ids_.empty() ? worker : ids_[static_cast<std::size_t>(worker)]; }
   std::byte* slot(int worker, std::uint64_t barrier) const;
   // Publishes `mine` for the next barrier, arrives, and waits for every
   // peer. Returns the barrier's number.
@@ -202,6 +208,7 @@ class ShmChannel {
   std::byte* base_ = nullptr;
   bool owner_ = false;  // created the name (unlinks it)
   OwnerProcess owner_process_;  // a forked child's copy posts and unlinks nothing
+  std::vector<int> ids_;  // name_workers (empty: the ranks)
   std::uint64_t barrier_ = 0;  // the last barrier this worker arrived at
   // Reused by every call (the collectives run on one thread at a time):
   std::vector<std::byte> scratch_;         // a share's sum

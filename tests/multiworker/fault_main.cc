@@ -14,7 +14,7 @@
 //   exit   worker 1's program ends early (its strategy is destroyed): worker
 //          0 raises UnavailableError naming worker 1 at once.
 //   loop   any number of workers: after printing "worker <w>: ready
-//          (segment yes|no)", every worker runs an all_reduce every 2 ms
+//          (segment yes|no) pid <pid>", every worker runs an all_reduce every 2 ms
 //          for up to 60 s (collective timeout 3 s) until one raises; the
 //          network tests (tests/net/run_net.sh) cut a host's link or kill
 //          its processes meanwhile.
@@ -51,7 +51,8 @@ int loop() {
   dist::MultiWorkerMirroredStrategy strategy(options);
   const int w = strategy.worker_index();
   strategy.run([] { dist::get_replica_context()->all_reduce(dist::ReduceOp::SUM, dist::Tensor{1.f}); });
-  std::cout << "worker " << w << ": ready (segment " << (segment_mapped() ? "yes" : "no") << ")" << std::endl;
+  std::cout << "worker " << w << ": ready (segment " << (segment_mapped() ? "yes" : "no") << ") pid " << ::getpid()
+            << std::endl;
   const auto end = std::chrono::steady_clock::now() + std::chrono::seconds(60);
   const float expected = static_cast<float>(strategy.num_replicas_in_sync());
   while (std::chrono::steady_clock::now() < end) {

@@ -26,7 +26,6 @@
 
 #include "distribute/distribute.h"
 #include "strategy/strategy_access.h"
-#include "testing/shared_memory.h"
 #include "testing/helpers.h"
 
 namespace distribute {
@@ -54,7 +53,10 @@ MultiWorkerMirroredStrategy& strategy() {
   return *s;
 }
 
-using distribute::testing::segment_mapped;
+// What carries the workers' all_reduce: "host segment" (every worker on
+// this host), "hierarchical" (several hosts, some with several workers:
+// tests/net/run_net.sh) or "mpi".
+std::string transport() { return internal::StrategyAccess::cross_worker_transport(strategy()); }
 
 int rank_from_launcher() {
   const char* r = std::getenv("OMPI_COMM_WORLD_RANK");
@@ -179,9 +181,10 @@ TEST(MultiWorker, BlocksFromAllocateSharedAreReducedInPlaceWithTheCopyingPathsBi
     }
   }
   // Over the segment with one replica per worker, the three in-place calls
-  // were summed straight from the blocks (no copy).
+  // were summed straight from the blocks (no copy); across hosts the blocks
+  // are ordinary memory.
   const std::uint64_t in_place = internal::StrategyAccess::shared_in_place_sums(s) - in_place_before;
-  EXPECT_EQ(in_place, g_local == 1 && segment_mapped() ? 3u : 0u);
+  EXPECT_EQ(in_place, g_local == 1 && transport() == "host segment" ? 3u : 0u) << transport();
 }
 
 TEST(MultiWorker, AllocateSharedOfDifferentSizesRaisesOnEveryWorker) {
@@ -203,7 +206,7 @@ TEST(MultiWorker, AllocateSharedOfDifferentSizesRaisesOnEveryWorker) {
   // not at all (over MPI messages).
   auto sums = s.run([&] { return get_replica_context()->all_reduce(ReduceOp::SUM, Tensor{raised}); });
   const float all = sums[0].data<float>()[0];
-  EXPECT_EQ(all, segment_mapped() ? static_cast<float>(s.num_workers()) : 0.f);
+  EXPECT_EQ(all, transport() == "host segment" ? static_cast<float>(s.num_workers()) : 0.f) << transport();
 }
 
 TEST(MultiWorker, AllGatherWithUnequalSizesAcrossWorkers) {
@@ -735,9 +738,10 @@ TEST(MultiWorker, AnUnbatchedDatasetRaisesWhenDistributedOnEveryWorker) {
 }
 
 // Which transport carries the workers' collectives: the shared-memory
-// segment (every worker on this host) unless DISTRIBUTE_SHARED_MEMORY=0.
-// The segment stays mapped (as "/dev/shm/distribute-... (deleted)"), and its
-// name is gone once every worker has mapped it.
+// segment (every worker on this host; across hosts, the segment of each
+// host with several workers) unless DISTRIBUTE_SHARED_MEMORY=0. The segment
+// stays mapped (as "/dev/shm/distribute-... (deleted)"), and its name is
+// gone once every worker has mapped it.
 TEST(MultiWorker, TheHostsWorkersShareAMappedSegmentWithoutAName) {
   MultiWorkerMirroredStrategy& s = strategy();
   s.run([] { get_replica_context()->all_reduce(ReduceOp::SUM, Tensor{1.f}); });
@@ -747,7 +751,14 @@ TEST(MultiWorker, TheHostsWorkersShareAMappedSegmentWithoutAName) {
   std::string line;
   bool mapped = false;
   while (std::getline(maps, line)) mapped = mapped || line.find("/dev/shm/distribute-") != std::string::npos;
-  EXPECT_EQ(mapped, expect_shm) << "DISTRIBUTE_SHARED_MEMORY=" << (env == nullptr ? "(unset)" : env);
+  const std::string t = transport();
+  if (!expect_shm) {
+    EXPECT_EQ(t, "mpi") << "DISTRIBUTE_SHARED_MEMORY=" << env;
+  }
+  // (In the hierarchical mode, a host of one worker maps none.)
+  if (t != "hierarchical") {
+    EXPECT_EQ(mapped, t == "host segment") << t;
+  }
   for (const auto& entry : std::filesystem::directory_iterator("/dev/shm")) {
     EXPECT_EQ(entry.path().filename().string().rfind("distribute-", 0), std::string::npos) << entry.path();
   }
@@ -898,6 +909,22 @@ TEST(MultiWorker, MismatchedShapesAcrossWorkersRaiseOnEveryWorker) {
           ReduceOp::SUM, Tensor(std::vector<float>(static_cast<std::size_t>(w + 1), 1.f), Shape{w + 1}));
     });
   };
+  if (transport() == "hierarchical") {
+    // Across hosts, a mismatch breaks the channel (so this test runs last):
+    // a host's workers raise WorkersMismatchError, and report it to the
+    // others, which raise UnavailableError with it (whichever host's
+    // report reaches them first: each host compares its own workers).
+    std::string msg;
+    try {
+      mismatched();
+    } catch (const Error& e) {
+      msg = e.what();
+    }
+    EXPECT_THAT(msg, HasSubstr("workers made different collective calls at cross-worker all_reduce #1:"));
+    EXPECT_THAT(msg, ::testing::ContainsRegex("[0-9] elements of float32 on worker [0-9] vs [0-9] elements of float32 "
+                                            "on worker [0-9]"));
+    return;
+  }
   const std::string msg = message_of<InvalidArgumentError>(mismatched);
   EXPECT_THAT(msg, HasSubstr("workers made different collective calls"));
   EXPECT_THAT(msg, HasSubstr("1 elements of float32 on worker 0 vs 2 elements of float32 on worker 1"));

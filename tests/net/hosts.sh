@@ -3,7 +3,8 @@
 # namespaces on a bridge (in a namespace of its own), host h at
 # 10.231.0.<h+1>/24 with the host name host<h> (a UTS namespace per
 # process), and sets `net_flags`: mpirun's flags for one process per host
-# over Open MPI's TCP transport (btl self,tcp; no shared memory between the
+# (`net_hosts_up N K`: K per host, ranks placed host by host) over Open
+# MPI's TCP transport (btl self,tcp; no shared memory between the
 # hosts), started through a launch agent that runs each remote command
 # inside its host's namespace (there is no ssh: --mca plm_rsh_agent).
 # `net_mpirun ARGS...` runs mpirun on host 0. Everything is removed at
@@ -28,7 +29,7 @@ trap net_cleanup EXIT
 net_addr() { echo "10.231.0.$(($1 + 1))"; }
 
 net_hosts_up() {
-  local hosts=$1 h ns host_list=""
+  local hosts=$1 slots=${2:-1} h ns host_list=""
   [ "$(id -u)" -eq 0 ] || { net_skip "network namespaces need root (ip netns add)"; return 1; }
   command -v ip >/dev/null || { net_skip "the ip command (iproute2) is not installed"; return 1; }
   command -v unshare >/dev/null || { net_skip "unshare (util-linux) is not installed"; return 1; }
@@ -44,7 +45,7 @@ net_hosts_up() {
     ip -n "$ns" addr add "$(net_addr "$h")/24" dev eth0 || return 1
     ip -n "$ns" link set eth0 up && ip -n "$ns" link set lo up || return 1
     ip -n "${net_tag}sw" link set "${net_tag}b$h" master br0 && ip -n "${net_tag}sw" link set "${net_tag}b$h" up || return 1
-    host_list+="${host_list:+,}$(net_addr "$h"):1"
+    host_list+="${host_list:+,}$(net_addr "$h"):$slots"
   done
   # The launch agent: "agent HOST command..." runs the command (a shell
   # string, as ssh would) inside HOST's namespace, under its host name.
@@ -55,7 +56,7 @@ h=\${host##*.}; h=\$((h - 1))
 exec ip netns exec "${net_tag}h\$h" unshare --uts sh -c "hostname host\$h; \$*"
 AGENT
   chmod +x "$net_work/agent"
-  net_flags=(-np "$hosts" --host "$host_list" --mca plm_rsh_agent "$net_work/agent"
+  net_flags=(-np "$((hosts * slots))" --host "$host_list" --mca plm_rsh_agent "$net_work/agent"
              --mca oob_tcp_if_include 10.231.0.0/24 --mca btl self,tcp --mca btl_tcp_if_include 10.231.0.0/24
              --mca pml ob1)
   local v

@@ -30,6 +30,24 @@
 #                   on these 2 cores) finds both connections broken and MPI
 #                   meets its own first (worker 0 in 1 run of 8 of
 #                   kill_host with 3 hosts, 2026-12-05).
+#   The hierarchical mode (2 workers per host, placed host by host: workers
+#   0 and 1 on host 0, 2 and 3 on host 1; each host's workers share its
+#   segment, and only workers 0 and 2 talk across hosts):
+#     hier_collectives  the multi-worker test suite across 2 or 3 hosts
+#     hier_uneven   the same across 2 hosts with 2 workers on host 0 and 1
+#                   on host 1 (a host without a segment)
+#     hier_kill_member  worker 1 (on host 0, not its host's link to the
+#                   others) is killed (SIGKILL) mid-run
+#     hier_kill_leader  worker 2 (host 1's link to the others) is killed
+#                   In both, every other worker raises UnavailableError
+#                   naming the killed one within 1 s of its all_reduce's
+#                   start (its host's workers see the death in the
+#                   segment, the others through the process watch or the
+#                   report of a worker that saw it), and the job ends with a
+#                   non-zero status within 20 s.
+#     hier_stuck    worker 1 stops (SIGSTOP) mid-run: every other worker
+#                   raises DeadlineExceededError or UnavailableError naming
+#                   worker 1 within the 3 s collective deadline (+2 s)
 #     never_starts  worker 1 starts 6 s late (its program sleeps before
 #                   creating the strategy): worker 0 raises
 #                   DeadlineExceededError naming worker 1 by its 2 s
@@ -41,7 +59,15 @@ skip() { echo "SKIPPED: $*"; exit 77; }
 fail() { echo "FAIL ($case, $hosts hosts): $*"; exit 1; }
 net_skip() { skip "$@"; }
 source "$(dirname "$0")/hosts.sh"
-net_hosts_up "$hosts" || fail "setting up $hosts hosts"
+per_host=1
+[[ $case == hier_* ]] && per_host=2
+net_hosts_up "$hosts" "$per_host" || fail "setting up $hosts hosts"
+workers=$((hosts * per_host))
+victim=1  # the worker that fails
+if [ "$case" = hier_uneven ]; then
+  workers=$((2 * hosts - 1))
+  net_flags[1]=$workers  # (-np's value: host by host, the last host gets one worker)
+fi
 tag=$net_tag work=$net_work
 # Runs mpirun on host 0 (under its host name), output to $work/out.
 launch() {
@@ -62,13 +88,13 @@ show() { echo "--- job output"; cat "$work/out"; echo "---"; }
 # listed after the bound may instead have been ended without a word (and
 # then a survivor may name one of those, which also ended, instead).
 expect_blame() {
-  local bound=$1 w line ms silent="1"
+  local bound=$1 w line ms silent="$victim"
   shift
   for w in "$@"; do
     grep -qE "^worker $w: (DEADLINE_EXCEEDED|UNAVAILABLE) after" "$work/out" || silent+="|$w"
   done
-  for w in $(seq 0 $((hosts - 1))); do
-    [ "$w" -eq 1 ] && continue
+  for w in $(seq 0 $((workers - 1))); do
+    [ "$w" -eq "$victim" ] && continue
     line=$(grep -E "^worker $w: (DEADLINE_EXCEEDED|UNAVAILABLE) after" "$work/out" | head -n 1)
     if [ -z "$line" ] && [[ " $* " == *" $w "* ]]; then
       echo "(worker $w was ended before it raised)"
@@ -76,7 +102,7 @@ expect_blame() {
     fi
     [ -n "$line" ] || { show; fail "worker $w did not raise DeadlineExceededError or UnavailableError"; }
     grep -qE "worker\(s\) \[($silent)\]|worker ($silent)\b" <<<"$line" ||
-      { show; fail "worker $w's error does not name worker 1 (or a worker ended without a word): $line"; }
+      { show; fail "worker $w's error does not name worker $victim (or a worker ended without a word): $line"; }
     ms=$(sed -n 's/^worker [0-9]*: [A-Z_]* after \([0-9]*\) ms.*/\1/p' <<<"$line")
     [ "$ms" -lt "$bound" ] || { show; fail "worker $w raised after $ms ms (bound $bound ms)"; }
   done
@@ -131,6 +157,49 @@ case $case in
     expect_blame 5000
     show
     kill "$job" 2>/dev/null
+    ;;
+  hier_collectives|hier_uneven)
+    launch "$bin/multi_worker_tests" --local_replicas=1 --gtest_color=no --gtest_filter=-MultiWorker.MismatchedShapes*
+    status=$?
+    show
+    [ "$status" -eq 0 ] || fail "the test suite across the hosts ended with status $status"
+    [ "$(grep -c 'PASSED' "$work/out")" -eq "$workers" ] || fail "expected $workers workers to pass"
+    # A mismatch breaks the channel across hosts: the job then ends with a
+    # non-zero status (every worker aborts instead of finalizing), after
+    # every worker passed the test.
+    launch "$bin/multi_worker_tests" --local_replicas=1 --gtest_color=no --gtest_filter=MultiWorker.MismatchedShapes*
+    show
+    [ "$(grep -c 'PASSED  \] 1 test\.' "$work/out")" -eq "$workers" ] || fail "expected $workers workers to pass the mismatch test"
+    ;;
+  hier_kill_member|hier_kill_leader|hier_stuck)
+    [ "$case" = hier_kill_leader ] && victim=2
+    launch "$bin/multi_worker_fault" loop &
+    job=$!
+    wait_for 60 "$workers" ": ready " || { show; fail "the workers did not start"; }
+    # Every host's workers share its segment.
+    [ "$(grep -c 'ready (segment yes)' "$work/out")" -eq "$workers" ] || { show; fail "expected every worker to map its host's segment"; }
+    sleep 1
+    pid=$(sed -n "s/^worker $victim: ready (segment yes) pid \([0-9]*\)\$/\1/p" "$work/out")
+    [ -n "$pid" ] || { show; fail "no pid of worker $victim"; }
+    if [ "$case" = hier_stuck ]; then
+      kill -STOP "$pid"
+      wait_for 20 $((workers - 1)) ": (DEADLINE_EXCEEDED|UNAVAILABLE) after" ||
+        { show; fail "the other workers did not raise within 20 s"; }
+      expect_blame 5000
+      show
+      kill -9 "$pid" "$job" 2>/dev/null
+      echo "PASS ($case, $hosts hosts)"
+      exit 0
+    fi
+    kill -9 "$pid"
+    start=$SECONDS
+    wait "$job"
+    status=$?
+    [ "$status" -ne 0 ] || { show; fail "the job ended with status 0 after worker $victim was killed"; }
+    [ $((SECONDS - start)) -lt 20 ] || { show; fail "the job took $((SECONDS - start)) s to end"; }
+    grep -qE "^worker [0-9]+: UNAVAILABLE after" "$work/out" || { show; fail "no survivor raised UnavailableError"; }
+    expect_blame 1000 $(seq 0 $((workers - 1)))
+    show
     ;;
   never_starts)
     launch "$bin/multi_worker_lifecycle" late_hello
