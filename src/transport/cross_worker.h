@@ -13,7 +13,8 @@
 //     every peer, so that mismatched calls raise the same
 //     WorkersMismatchError on every worker instead of corrupting memory;
 //   - results are bitwise the same on every worker and on every run (sums
-//     are taken in worker order);
+//     are taken in worker order; across hosts in the hierarchical mode, in
+//     worker order within each host, then in host order);
 //   - a wait ends by its deadline (DeadlineExceededError naming the workers
 //     not heard from), when `cancelled()` holds (CancelledError), or when a
 //     peer reports a failure (UnavailableError naming the peer and its

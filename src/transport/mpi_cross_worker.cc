@@ -16,6 +16,10 @@
 //     exchange: 2 S (M-1)/M bytes sent per worker, as a ring would;
 //   - all_gather: every worker sends its bytes to every peer;
 //   - broadcast: the root sends to every peer.
+// Workers that share a host use a ShmChannel instead (transport/shm_channel.h):
+// for everything when all of them are on one host; across hosts, for the
+// host-local steps of all_reduce (sum_across_hosts: the host's sum on its
+// segment, the above between one worker per host, the result handed back).
 // MPI calls are serialized by one mutex (MPI_THREAD_SERIALIZED suffices): a
 // failure report from another replica thread interleaves with the polls.
 #include <mpi.h>
@@ -773,7 +777,10 @@ class MpiCrossWorker final : public CrossWorker {
                             deadline + grace, cancelled);
       if (host_ != nullptr) {
         const Header handed{mine.generation, mine.seq, static_cast<std::uint32_t>(Op::kBroadcast), 0, bytes, 0};
+        // (The others wait for the leader's network exchange: no spinning.)
+        if (!leader_) host_->set_spin(Clock::duration::zero());
         host_->broadcast(what, handed, sum.out, bytes, 0, deadline + 2 * grace, cancelled);
+        host_->set_spin(std::chrono::microseconds(50));
       }
     } catch (...) {
       std::string reason = host_ != nullptr ? host_->broken() : std::string();

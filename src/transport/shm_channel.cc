@@ -329,7 +329,7 @@ void ShmChannel::wait(const char* what, std::uint64_t b, Clock::time_point deadl
     // Spin for the latency of a hand-off; then leave the core to the local
     // replicas (and to the peers, when the workers outnumber the cores).
     const auto waited = now - start;
-    backoff = waited < std::chrono::microseconds(50) ? kSpin
+    backoff = waited < spin_ ? kSpin
               : waited < std::chrono::milliseconds(5) ? kYield
                                                        : kSleep;
   }

@@ -1,7 +1,10 @@
 // ShmChannel: the cross-worker collectives of worker processes that share
 // one host, through a shared-memory segment instead of MPI messages (issue
 // 14). MpiCrossWorker sets it up at start-up when every worker is on this
-// host (MPI carries only the set-up) and sends every collective through it.
+// host (MPI carries only the set-up) and sends every collective through it;
+// across hosts, one per host with several workers, for the host-local steps
+// of its hierarchical all_reduce (ranks here are then the host's, and
+// name_workers gives the job's numbers for messages).
 //
 // The segment holds, per worker, a control block (barrier count, state,
 // pid, a failure text, and a Header per parity) and two data slots of
@@ -117,6 +120,12 @@ class ShmChannel {
   // default, the ranks themselves.
   void name_workers(std::vector<int> ids);
   std::size_t slot_bytes() const { return slot_bytes_; }
+  // How long a wait spins before it yields the core (50 us by default: the
+  // latency of a hand-off between processes). A wait for a peer that is
+  // itself waiting for the network (the hierarchical mode's hand-out of the
+  // hosts' sum) spins for none: on cores shared with the peers, spinning
+  // takes the time the peer and the kernel's network processing need.
+  void set_spin(std::chrono::nanoseconds spin) { spin_ = spin; }
 
   // The collectives (see the header comment). `mine` is this worker's
   // header for the call.
@@ -209,6 +218,7 @@ class ShmChannel {
   bool owner_ = false;  // created the name (unlinks it)
   OwnerProcess owner_process_;  // a forked child's copy posts and unlinks nothing
   std::vector<int> ids_;  // name_workers (empty: the ranks)
+  std::chrono::nanoseconds spin_ = std::chrono::microseconds(50);
   std::uint64_t barrier_ = 0;  // the last barrier this worker arrived at
   // Reused by every call (the collectives run on one thread at a time):
   std::vector<std::byte> scratch_;         // a share's sum

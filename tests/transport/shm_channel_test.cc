@@ -19,6 +19,9 @@
 #include <thread>
 #include <vector>
 
+#include "distribute/errors.h"
+#include "transport/cross_worker.h"
+
 namespace distribute::internal {
 namespace {
 
@@ -124,6 +127,47 @@ float input_of(int r, std::size_t i) {
 }
 
 bool can_share() { return ::access("/dev/shm", W_OK) == 0; }
+
+// A host's channel within a larger job (MpiCrossWorker's hierarchical mode)
+// names the workers by their job numbers: in a mismatch, in a peer's
+// report and at the deadline.
+TEST(ShmChannel, NamedWorkersAreCalledByTheirNumbersInTheJob) {
+  if (!can_share()) GTEST_SKIP() << "/dev/shm is not writable here";
+  Workers w(2);
+  for (auto& c : w.channels) c->name_workers({4, 5});
+  // A mismatch: 1 element on the host's first worker (job worker 4), 2 on
+  // its second (5).
+  std::vector<std::string> messages(2);
+  w.each([&](int r) {
+    std::vector<float> in(static_cast<std::size_t>(r + 1), 1.f), out(in.size());
+    try {
+      w.all_reduce(r, DType::kFloat32, in.data(), out.data(), in.size());
+    } catch (const WorkersMismatchError& e) {
+      messages[static_cast<std::size_t>(r)] = e.what();
+    }
+  });
+  for (const std::string& m : messages) {
+    EXPECT_NE(m.find("1 elements of float32 on worker 4 vs 2 elements of float32 on worker 5"), std::string::npos)
+        << m;
+  }
+  // A report, then a deadline: the other worker is named by its number.
+  w.channels[1]->report_failure("worker 5: boom");
+  EXPECT_EQ(w.channels[0]->peer_report().value_or(""), "worker 5 reported a failure (worker 5: boom)");
+  Workers alone(2);
+  alone.channels[0]->name_workers({7, 3});
+  float x = 1.f, y = 0.f;
+  const Header mine{1, 1, static_cast<std::uint32_t>(Op::kAllReduce), static_cast<std::uint32_t>(DType::kFloat32), 1,
+                    -1};
+  try {
+    alone.channels[0]->all_reduce_sum("all_reduce #1", mine, DType::kFloat32, &x, &y, 1,
+                                      ShmChannel::Clock::now() + std::chrono::milliseconds(20), [] { return false; });
+    ADD_FAILURE() << "expected DeadlineExceededError";
+  } catch (const DeadlineExceededError& e) {
+    EXPECT_NE(std::string(e.what()).find("exceeded its deadline on worker 7: nothing received from worker(s) [3]"),
+              std::string::npos)
+        << e.what();
+  }
+}
 
 TEST(ShmChannelShared, AnInPlaceSumOfSharedTensorsCopiesNothingAndHasTheCopyingPathsBits) {
   if (!can_share()) GTEST_SKIP() << "/dev/shm is not writable here";
