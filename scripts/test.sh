@@ -66,8 +66,9 @@ grep -q "4. Tensor(11.0, shape=(), dtype=float32)" build/example.out
 # The MPI tests (label mpi) run in the release and ASan+UBSan builds (there
 # without leak detection, see tests/CMakeLists.txt); not under
 # ThreadSanitizer, which does not see Open MPI's own synchronization. The
-# network-namespace tests (label net, also mpi) run in the release build
-# only: they exercise the TCP path and the launch, not new memory accesses.
+# network-namespace tests (label net, also mpi) run in the release build;
+# those of the hierarchical mode (net_hier_*: the hosts' segments and the
+# leaders' exchange, code no other test reaches) in the ASan+UBSan build too.
 # clang's thread-safety analysis of the library: every GUARDED_BY member
 # accessed with its mutex held (src/core/mutex.h); warnings are errors.
 step "thread-safety: clang -Wthread-safety build of the library"
@@ -83,3 +84,4 @@ step "asan-ubsan: build and test"
 cmake --preset asan-ubsan >/dev/null
 cmake --build --preset asan-ubsan
 ctest --preset asan-ubsan -j2 -LE net
+ctest --preset asan-ubsan -R '^net_hier_'
