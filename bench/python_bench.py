@@ -39,20 +39,26 @@ def median_us(fn, repeat, inner=1):
 def main():
   parser = argparse.ArgumentParser()
   parser.add_argument("--cxx", type=json.loads, default={}, help='{"4194304": us, "67108864": us, "run": us}')
+  parser.add_argument("--cases", default="wrap,run,all_reduce,ctrl-c",
+                      help="which of wrap, run, all_reduce, ctrl-c (comma-separated)")
+  parser.add_argument("--sizes", default="4096,4194304,67108864", help="all_reduce sizes in bytes")
   args = parser.parse_args()
+  cases = set(args.cases.split(","))
   results = []
-  for size in (4096, 64 << 20):
+  for size in (4096, 64 << 20) if "wrap" in cases else ():
     a = np.ones(size // 4, np.float32)
     us = median_us(lambda: dist.convert_to_tensor(a), 200, 100)
     results.append({"case": f"wrap {size} B", "us": round(us, 3)})
   s = dist.MirroredStrategy(["CPU:0", "CPU:1"])
-  us = median_us(lambda: s.run(lambda: None), 50, 200)
-  row = {"case": "run trivial, 2 replicas", "us": round(us, 2)}
-  if "run" in args.cxx:
-    row["cxx_us"] = args.cxx["run"]
-    row["ratio"] = round(us / args.cxx["run"], 2)
-  results.append(row)
-  for size in (4 << 10, 4 << 20, 64 << 20):
+  if "run" in cases:
+    us = median_us(lambda: s.run(lambda: None), 50, 200)
+    row = {"case": "run trivial, 2 replicas", "us": round(us, 2)}
+    if "run" in args.cxx:
+      row["cxx_us"] = args.cxx["run"]
+      row["ratio"] = round(us / args.cxx["run"], 2)
+    results.append(row)
+  sizes = [int(b) for b in args.sizes.split(",")] if "all_reduce" in cases else []
+  for size in sizes:
     n = size // 4
     calls = 2000 if size <= (4 << 10) else 200 if size <= (4 << 20) else 20
     timings = {}
@@ -77,7 +83,8 @@ def main():
       row["cxx_us"] = args.cxx[str(size)]
       row["ratio"] = round(us / args.cxx[str(size)], 3)
     results.append(row)
-  results += ctrl_c_latency(s)
+  if "ctrl-c" in cases:
+    results += ctrl_c_latency(s)
   for row in results:
     print(json.dumps(row))
 
