@@ -16,16 +16,6 @@
 namespace distribute::internal {
 namespace {
 
-std::string what_of(const std::exception_ptr& e) {
-  try {
-    std::rethrow_exception(e);
-  } catch (const std::exception& ex) {
-    return ex.what();
-  } catch (...) {
-    return "an exception that is not a std::exception";
-  }
-}
-
 void before_allocation(int replica, const char* what) {
   if (auto* hook = g_collective_allocation_hook.load(std::memory_order_relaxed)) hook(replica, what);
 }

@@ -14,4 +14,14 @@ std::string list_ids(const std::vector<int>& ids) {
   return s + "]";
 }
 
+std::string what_of(const std::exception_ptr& e) {
+  try {
+    std::rethrow_exception(e);
+  } catch (const std::exception& ex) {
+    return ex.what();
+  } catch (...) {
+    return "an exception that is not a std::exception";
+  }
+}
+
 }  // namespace distribute::internal

@@ -19,4 +19,11 @@ inline Clock::time_point deadline_after(double seconds) {
   return now + std::chrono::duration_cast<Clock::duration>(wanted);
 }
 
+// `deadline` moved `later` on (later >= 0), saturating: "no deadline"
+// (time_point::max()) stays so instead of overflowing.
+inline Clock::time_point extended(Clock::time_point deadline, Clock::duration later) {
+  if (deadline > Clock::time_point::max() - later) return Clock::time_point::max();
+  return deadline + later;
+}
+
 }  // namespace distribute::internal

@@ -30,6 +30,7 @@
 #include <cstdlib>
 #include <cstring>
 #include <mutex>
+#include <optional>
 #include <string>
 #include <thread>
 #include <type_traits>
@@ -84,17 +85,6 @@ constexpr std::size_t kDirectBytes = 256 * 1024;
 // kEagerBytes.
 constexpr std::size_t kEagerBytes = 4000;
 constexpr std::size_t kChunkedBytes = 32 * 1024;
-
-// What an exception says (for a failure report).
-std::string exception_text(std::exception_ptr error) {
-  try {
-    std::rethrow_exception(error);
-  } catch (const std::exception& e) {
-    return e.what();
-  } catch (...) {
-    return "an exception that is not a std::exception";
-  }
-}
 
 std::string mpi_error(int code) {
   char text[MPI_MAX_ERROR_STRING];
@@ -606,11 +596,11 @@ class MpiCrossWorker final : public CrossWorker {
     return env == nullptr || std::string(env) != "0";
   }
 
-  // When every worker wants it and runs on this host: worker 0 creates a
-  // segment, the others map it, and once all have (or one could not: then
-  // MPI carries everything, as before) its name is removed. Every worker
-  // takes part in every step whatever it wants, so that all decide alike.
-  // Bounded by `deadline`.
+  // When every worker wants it and runs on this host: one segment for all
+  // (shm_); on several hosts, the hierarchical mode (start_hierarchical).
+  // Otherwise, or when a segment cannot be made or mapped, MPI carries
+  // everything, as before. Every worker takes part in every step whatever it
+  // wants, so that all decide alike. Bounded by `deadline`.
   void start_shared_memory(bool wanted, Clock::time_point deadline) {
     auto never = [] { return false; };
     const std::string host = ShmChannel::host_key();
@@ -626,48 +616,18 @@ class MpiCrossWorker final : public CrossWorker {
       return;
     }
     for (const auto& k : keys) {
-      // Workers on several hosts, or one that does not want the segment: MPI.
+      // One that does not want the segment: MPI.
       if (key[0] != '1' || !std::ranges::equal(k, as_bytes(key))) return;
     }
-    std::unique_ptr<ShmChannel> channel;
-    std::string name;
-    if (rank_ == 0) {
-      try {
-        channel = ShmChannel::create(rank_, size_);
-        name = channel->name();
-      } catch (...) {
-        // No segment (no /dev/shm, no room, ...): the workers use MPI.
-      }
-    }
-    std::uint64_t length = name.size();
-    broadcast("start-up (shared memory)", &length, sizeof length, 0, deadline, never);
-    if (length == 0) return;
-    name.resize(length);
-    broadcast("start-up (shared memory)", name.data(), length, 0, deadline, never);
-    if (rank_ != 0) {
-      try {
-        channel = ShmChannel::attach(name, rank_, size_);
-      } catch (...) {
-        // This worker cannot map it: all use MPI.
-      }
-    }
-    const std::byte attached = channel != nullptr ? std::byte{1} : std::byte{0};
-    const auto all = all_gather("start-up (shared memory)", std::span(&attached, 1), deadline, never);
-    if (channel != nullptr) channel->unlink();  // (worker 0's: every other one has mapped it or given up)
-    for (const auto& a : all) {
-      if (a.size() != 1 || a[0] != std::byte{1}) return;
-    }
-    channel->watch_peers();
-    shm_ = std::move(channel);
+    if (auto channel = open_host_segment(all_, deadline)) shm_ = std::move(*channel);
   }
 
   // Workers on several hosts, every one wanting a segment and knowing its
   // host (the keys of start_shared_memory), some hosts with several
-  // workers: the hierarchical mode (sum_across_hosts). Each host's first
-  // worker creates its segment, the others map it; when any worker could
-  // not, all use MPI messages alone. Every worker takes part in every step.
+  // workers: the hierarchical mode (sum_across_hosts), with a segment per
+  // such host; when any worker could not map its host's, all use MPI
+  // messages alone.
   void start_hierarchical(const std::vector<std::vector<std::byte>>& keys, Clock::time_point deadline) {
-    auto never = [] { return false; };
     const auto& my_key = keys[static_cast<std::size_t>(rank_)];
     Group host;  // this host's workers
     leaders_ = Group{};
@@ -678,7 +638,7 @@ class MpiCrossWorker final : public CrossWorker {
       const bool first_of_its_host =
           std::none_of(keys.begin(), keys.begin() + p, [&](const auto& earlier) { return earlier == k; });
       if (first_of_its_host) {
-        if (k == my_key) leaders_.me = leaders_.size();
+        if (p == rank_) leaders_.me = leaders_.size();
         leaders_.ranks.push_back(p);
       }
       if (k == my_key) {
@@ -687,8 +647,24 @@ class MpiCrossWorker final : public CrossWorker {
       }
     }
     // (A key of "0|" or an empty host name: not wanted, or the host is
-    // unknown, and one worker per host: MPI alone is as good.)
+    // unknown; one worker per host: MPI alone is as good.)
     if (!everyone_wants || leaders_.size() == static_cast<std::size_t>(size_)) return;
+    std::optional<std::unique_ptr<ShmChannel>> channel = open_host_segment(host, deadline);
+    if (!channel.has_value()) return;
+    host_ = std::move(*channel);
+    leader_ = host.me == 0;
+    hierarchical_ = true;
+  }
+
+  // The segment of the workers of `host` (this one among them), made by
+  // its first worker, whose name an all-gather carries to the others; every
+  // worker of the job takes part in the all-gathers, whichever host it is
+  // on. Once all have mapped theirs (an all-gather of "mapped": the same
+  // answer everywhere) the names are removed. Null when `host` is this
+  // worker alone; nothing when any worker of the job could not (every one
+  // then keeps MPI).
+  std::optional<std::unique_ptr<ShmChannel>> open_host_segment(const Group& host, Clock::time_point deadline) {
+    auto never = [] { return false; };
     const int local = static_cast<int>(host.me);
     const int local_size = static_cast<int>(host.size());
     std::unique_ptr<ShmChannel> channel;
@@ -698,10 +674,10 @@ class MpiCrossWorker final : public CrossWorker {
         channel = ShmChannel::create(0, local_size);
         name = channel->name();
       } catch (...) {
-        // No segment on this host: every worker uses MPI (below).
+        // No segment (no /dev/shm, no room, ...): every worker uses MPI.
       }
     }
-    const auto names = all_gather("start-up (host segments)", std::as_bytes(std::span(name)), deadline, never);
+    const auto names = all_gather("start-up (shared memory)", std::as_bytes(std::span(name)), deadline, never);
     if (local_size > 1 && local != 0) {
       const auto& theirs = names[static_cast<std::size_t>(host.ranks[0])];
       if (!theirs.empty()) {
@@ -714,18 +690,16 @@ class MpiCrossWorker final : public CrossWorker {
       }
     }
     const std::byte ready = local_size == 1 || channel != nullptr ? std::byte{1} : std::byte{0};
-    const auto all = all_gather("start-up (host segments)", std::span(&ready, 1), deadline, never);
-    if (channel != nullptr) channel->unlink();  // (the leader's: every worker of its host has mapped it or gave up)
+    const auto all = all_gather("start-up (shared memory)", std::span(&ready, 1), deadline, never);
+    if (channel != nullptr) channel->unlink();  // (the creator's: every worker of its host has mapped it or gave up)
     for (const auto& a : all) {
-      if (a.size() != 1 || a[0] != std::byte{1}) return;
+      if (a.size() != 1 || a[0] != std::byte{1}) return std::nullopt;
     }
     if (channel != nullptr) {
-      channel->name_workers(host.ranks);
+      if (local_size < size_) channel->name_workers(host.ranks);
       channel->watch_peers();
     }
-    host_ = std::move(channel);
-    leader_ = local == 0;
-    hierarchical_ = true;
+    return channel;
   }
 
   // Runs a collective on the host's segment; a failure (not a mismatch,
@@ -767,6 +741,7 @@ class MpiCrossWorker final : public CrossWorker {
                         FunctionRef<bool()> cancelled) {
     const std::size_t bytes = sum.count * sum.e;
     const Clock::duration grace = std::max(deadline - Clock::now(), Clock::duration::zero()) / 10;
+    const Clock::time_point leaders_deadline = extended(deadline, grace);
     try {
       if (host_ != nullptr) {
         host_->all_reduce_sum(what, mine, sum.dtype, sum.in, sum.out, sum.count, deadline, cancelled);
@@ -774,17 +749,16 @@ class MpiCrossWorker final : public CrossWorker {
         std::memcpy(sum.out, sum.in, bytes);
       }
       if (leader_) sum_over(leaders_, what, mine, Sum{sum.dtype, sum.e, sum.out, sum.out, sum.count},
-                            deadline + grace, cancelled);
+                            leaders_deadline, cancelled);
       if (host_ != nullptr) {
         const Header handed{mine.generation, mine.seq, static_cast<std::uint32_t>(Op::kBroadcast), 0, bytes, 0};
         // (The others wait for the leader's network exchange: no spinning.)
-        if (!leader_) host_->set_spin(Clock::duration::zero());
-        host_->broadcast(what, handed, sum.out, bytes, 0, deadline + 2 * grace, cancelled);
-        host_->set_spin(std::chrono::microseconds(50));
+        const ShmChannel::SpinFor spin(*host_, leader_ ? host_->spin() : Clock::duration::zero());
+        host_->broadcast(what, handed, sum.out, bytes, 0, extended(leaders_deadline, grace), cancelled);
       }
     } catch (...) {
       std::string reason = host_ != nullptr ? host_->broken() : std::string();
-      if (reason.empty()) reason = exception_text(std::current_exception());
+      if (reason.empty()) reason = what_of(std::current_exception());
       report_failure(reason);
       throw;
     }
@@ -1307,6 +1281,11 @@ class MpiCrossWorker final : public CrossWorker {
     if (!broken_) broken_reason_ = reason.empty() ? failure_text_ : reason;
     broken_ = true;
     process_.mark_broken();
+    // The host's other workers may wait on its segment, where no MPI report
+    // or process watch reaches them (a failure outside sum_across_hosts:
+    // next_seq, a cross-worker call from the caller's thread). The first
+    // post wins: a report made before stays.
+    if (host_ != nullptr) host_->report_failure("worker " + std::to_string(rank_) + ": " + broken_reason_);
   }
 
   // out[i] = the sum over workers w (in order) of source(w)[i] (a source may

@@ -126,6 +126,21 @@ class ShmChannel {
   // hosts' sum) spins for none: on cores shared with the peers, spinning
   // takes the time the peer and the kernel's network processing need.
   void set_spin(std::chrono::nanoseconds spin) { spin_ = spin; }
+  std::chrono::nanoseconds spin() const { return spin_; }
+  // set_spin for a scope: the previous value comes back at its end.
+  class SpinFor {
+   public:
+    SpinFor(ShmChannel& channel, std::chrono::nanoseconds spin) : channel_(channel), before_(channel.spin()) {
+      channel_.set_spin(spin);
+    }
+    ~SpinFor() { channel_.set_spin(before_); }
+    SpinFor(const SpinFor&) = delete;
+    SpinFor& operator=(const SpinFor&) = delete;
+
+   private:
+    ShmChannel& channel_;
+    std::chrono::nanoseconds before_;
+  };
 
   // The collectives (see the header comment). `mine` is this worker's
   // header for the call.

@@ -48,7 +48,7 @@ struct Sum {
 };
 
 // Raises WorkersMismatchError (the same on every worker: each compares
-// every header with worker 0's) unless the calls of `all` (one header per
+// every header with the first's) unless the calls of `all` (one header per
 // worker, in worker order) match. `what` names the call; `ids`, when not
 // empty, the workers' numbers in the message (by default their indices).
 void check_headers(const char* what, const std::vector<Header>& all, std::span<const int> ids = {});

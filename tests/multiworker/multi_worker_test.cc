@@ -15,6 +15,7 @@
 #include <filesystem>
 #include <fstream>
 #include <functional>
+#include <limits>
 #include <cstdlib>
 #include <memory>
 #include <optional>
@@ -900,6 +901,35 @@ TEST(MultiWorker, ValuesFromFunctionUseGlobalReplicaIds) {
   for (int r = 0; r < g_local; ++r) EXPECT_TRUE(same[r]);
 }
 
+// The launch says which transport it set up (tests/net/run_net.sh:
+// DISTRIBUTE_EXPECT_TRANSPORT): a silent fall-back to MPI messages alone
+// would pass every other test.
+TEST(MultiWorker, TheTransportIsTheOneTheLaunchSetUp) {
+  const char* expected = std::getenv("DISTRIBUTE_EXPECT_TRANSPORT");
+  if (expected == nullptr) GTEST_SKIP() << "DISTRIBUTE_EXPECT_TRANSPORT is not set";
+  EXPECT_EQ(transport(), expected);
+}
+
+// A timeout of infinity is no deadline (options.h): every path, the
+// hierarchical one's later deadlines for its later steps too, waits without
+// one and sums right.
+TEST(MultiWorker, AnAllReduceWithoutADeadlineSumsRight) {
+  MultiWorkerMirroredStrategy& s = strategy();
+  const float total = static_cast<float>(s.num_replicas_in_sync());
+  for (std::int64_t n : {std::int64_t{1024}, std::int64_t{1} << 18}) {
+    auto out = s.run([&] {
+      CommunicationOptions options;
+      options.timeout_seconds = std::numeric_limits<double>::infinity();
+      return get_replica_context()->all_reduce(
+          ReduceOp::SUM, Tensor(std::vector<float>(static_cast<std::size_t>(n), 1.f), Shape{n}), options);
+    });
+    for (const Tensor& t : s.experimental_local_results(out)) {
+      EXPECT_EQ(t.data<float>()[0], total);
+      EXPECT_EQ(t.data<float>()[static_cast<std::size_t>(n - 1)], total);
+    }
+  }
+}
+
 TEST(MultiWorker, MismatchedShapesAcrossWorkersRaiseOnEveryWorker) {
   MultiWorkerMirroredStrategy& s = strategy();
   const int w = s.worker_index();
@@ -911,9 +941,11 @@ TEST(MultiWorker, MismatchedShapesAcrossWorkersRaiseOnEveryWorker) {
   };
   if (transport() == "hierarchical") {
     // Across hosts, a mismatch breaks the channel (so this test runs last):
-    // a host's workers raise WorkersMismatchError, and report it to the
-    // others, which raise UnavailableError with it (whichever host's
-    // report reaches them first: each host compares its own workers).
+    // the workers that found it raise WorkersMismatchError, and report it
+    // to the others, which raise UnavailableError with it. Each host
+    // compares its own workers first, but a report of another host's
+    // mismatch may reach a worker before its own call starts (its process
+    // watch, at the call's start): either type, the same cause.
     std::string msg;
     try {
       mismatched();
