@@ -34,6 +34,7 @@
 #   0 and 1 on host 0, 2 and 3 on host 1; each host's workers share its
 #   segment, and only workers 0 and 2 talk across hosts):
 #     hier_collectives  the multi-worker test suite across 2 or 3 hosts
+#     hier_replicas the same with 2 local replicas per worker
 #     hier_uneven   the same across 2 hosts with 2 workers on host 0 and 1
 #                   on host 1 (a host without a segment)
 #     hier_kill_member  worker 1 (on host 0, not its host's link to the
@@ -171,8 +172,10 @@ case $case in
     show
     kill "$job" 2>/dev/null
     ;;
-  hier_collectives|hier_uneven)
-    launch "$bin/multi_worker_tests" --local_replicas=1 --gtest_color=no --gtest_filter=-MultiWorker.MismatchedShapes*
+  hier_collectives|hier_replicas|hier_uneven)
+    replicas=1
+    [ "$case" = hier_replicas ] && replicas=2
+    launch "$bin/multi_worker_tests" --local_replicas=$replicas --gtest_color=no --gtest_filter=-MultiWorker.MismatchedShapes*
     status=$?
     show
     [ "$status" -eq 0 ] || fail "the test suite across the hosts ended with status $status"
@@ -180,7 +183,7 @@ case $case in
     # A mismatch breaks the channel across hosts: the job then ends with a
     # non-zero status (every worker aborts instead of finalizing), after
     # every worker passed the test.
-    launch "$bin/multi_worker_tests" --local_replicas=1 --gtest_color=no --gtest_filter=MultiWorker.MismatchedShapes*
+    launch "$bin/multi_worker_tests" --local_replicas=$replicas --gtest_color=no --gtest_filter=MultiWorker.MismatchedShapes*
     status=$?
     show
     [ "$status" -ne 0 ] || fail "expected the job to end with a non-zero status after the mismatch broke the channel"
