@@ -76,8 +76,10 @@ class CrossWorker {
                          FunctionRef<bool()> cancelled) = 0;
   // A zero-filled buffer of `bytes` for this worker that all_reduce_sum
   // can sum in place without copying (in == out, at the same offset on
-  // every worker: the host's shared memory), or null when this transport
-  // has no such memory or the system refused it (the same on every worker).
+  // every worker: the host's shared memory; across hosts, its host-local
+  // step), or null when this transport has no such memory or the system
+  // refused it (the same on every worker, except that across hosts a
+  // worker alone on its host gets null).
   // Collective: every worker calls it with the same `bytes`, in order with
   // the other collectives (WorkersMismatchError when the sizes differ).
   virtual std::shared_ptr<std::byte> allocate_shared(const char* what, std::size_t bytes,

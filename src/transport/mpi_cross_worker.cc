@@ -343,44 +343,54 @@ class MpiCrossWorker final : public CrossWorker {
     sum_over(all_, what, mine, sum, deadline, cancelled);
   }
 
+  // A collective of every worker. On one host (shm_) worker 0 creates the
+  // allocation for all; in the hierarchical mode each host's first worker
+  // creates its host's (for the host-local step, copy-free), and a worker
+  // alone on its host gets null (ordinary memory: it has no host-local
+  // step) but takes part.
   std::shared_ptr<std::byte> allocate_shared(const char* what, std::size_t bytes,
                                              Clock::time_point deadline) override {
     throw_if_forked_child(what);
-    if (shm_ == nullptr || size_ == 1) return nullptr;
+    if (size_ == 1 || (shm_ == nullptr && !hierarchical_)) return nullptr;
+    ShmChannel* segment = shm_ != nullptr ? shm_.get() : host_.get();
     auto never = [] { return false; };
-    // Worker 0 creates the segment and sends its name ("!" and why, when the
-    // system refused: every worker then returns null).
-    std::array<char, 256> name{};
-    if (rank_ == 0) {
-      std::string made;
+    const int creator = host_group_.ranks.front();
+    // The creator's name ("!" and why, when the system refused: every
+    // worker then returns null).
+    std::string name;
+    if (segment != nullptr && rank_ == creator) {
       try {
-        made = shm_->create_shared(bytes);
+        name = segment->create_shared(bytes);
       } catch (const UnavailableError& e) {
-        made = std::string("!") + e.what();
+        name = std::string("!") + e.what();
       }
-      std::strncpy(name.data(), made.c_str(), name.size() - 1);
     }
-    // Worker 0 unlinks the name whatever happens from here (every worker has
-    // mapped it, or gave up, or the job failed): nothing is left in /dev/shm.
+    // The creator unlinks the name whatever happens from here (every worker
+    // of its host has mapped it, or gave up, or the job failed): nothing is
+    // left in /dev/shm.
     struct Unlink {
-      const char* name;
+      std::string name;
       ~Unlink() {
-        if (name != nullptr) ShmChannel::unlink_shared(name);
+        if (!name.empty()) ShmChannel::unlink_shared(name);
       }
-    } unlink{rank_ == 0 && name[0] == '/' ? name.data() : nullptr};
-    broadcast(what, name.data(), name.size(), 0, deadline, never);
+    } unlink{!name.empty() && name[0] == '/' ? name : std::string()};
+    const auto names = all_gather(what, std::as_bytes(std::span(name)), deadline, never);
     std::shared_ptr<ShmChannel::SharedMapping> mapping;
-    if (name[0] == '/') {
-      try {
-        mapping = shm_->map_shared(name.data(), bytes);
-      } catch (const UnavailableError&) {
-        mapping = nullptr;
+    if (segment != nullptr) {
+      const auto& theirs = names[static_cast<std::size_t>(creator)];
+      const std::string made(reinterpret_cast<const char*>(theirs.data()), theirs.size());
+      if (!made.empty() && made[0] == '/') {
+        try {
+          mapping = segment->map_shared(made, bytes);
+        } catch (const UnavailableError&) {
+          mapping = nullptr;
+        }
       }
     }
     struct Mapped {
       std::uint64_t bytes;
       std::uint64_t mapped;
-    } mine{bytes, mapping != nullptr ? 1u : 0u};
+    } mine{bytes, segment == nullptr || mapping != nullptr ? 1u : 0u};
     const auto all = all_gather(what, std::as_bytes(std::span(&mine, 1)), deadline, never);
     std::vector<Mapped> theirs(all.size());
     for (std::size_t p = 0; p < all.size(); ++p) {
@@ -397,15 +407,18 @@ class MpiCrossWorker final : public CrossWorker {
       }
       everyone = everyone && theirs[p].mapped == 1;
     }
-    if (!everyone) return nullptr;
-    return shm_->register_shared(std::move(mapping));
+    if (!everyone || segment == nullptr) return nullptr;
+    return segment->register_shared(std::move(mapping));
   }
 
   const char* transport() const override {
     return shm_ != nullptr ? "host segment" : hierarchical_ ? "hierarchical" : "mpi";
   }
 
-  std::uint64_t shared_in_place_sums() const override { return shm_ != nullptr ? shm_->shared_sums() : 0; }
+  std::uint64_t shared_in_place_sums() const override {
+    const ShmChannel* segment = shm_ != nullptr ? shm_.get() : host_.get();
+    return segment != nullptr ? segment->shared_sums() : 0;
+  }
 
   std::vector<std::vector<std::byte>> all_gather(const char* what, std::span<const std::byte> mine_bytes,
                                                  Clock::time_point deadline, FunctionRef<bool()> cancelled) override {
@@ -619,7 +632,10 @@ class MpiCrossWorker final : public CrossWorker {
       // One that does not want the segment: MPI.
       if (key[0] != '1' || !std::ranges::equal(k, as_bytes(key))) return;
     }
-    if (auto channel = open_host_segment(all_, deadline)) shm_ = std::move(*channel);
+    if (auto channel = open_host_segment(all_, deadline)) {
+      shm_ = std::move(*channel);
+      host_group_ = all_;
+    }
   }
 
   // Workers on several hosts, every one wanting a segment and knowing its
@@ -652,6 +668,7 @@ class MpiCrossWorker final : public CrossWorker {
     std::optional<std::unique_ptr<ShmChannel>> channel = open_host_segment(host, deadline);
     if (!channel.has_value()) return;
     host_ = std::move(*channel);
+    host_group_ = host;
     leader_ = host.me == 0;
     hierarchical_ = true;
   }
@@ -1334,6 +1351,7 @@ class MpiCrossWorker final : public CrossWorker {
   bool leader_ = false;
   std::unique_ptr<ShmChannel> host_;
   Group leaders_;
+  Group host_group_;  // the workers of shm_ or host_ (this host's)
   // Otherwise the peers' processes are watched; set at start-up, then used
   // under process_.mutex().
   std::unique_ptr<PeerWatch> watch_ GUARDED_BY(process_.mutex());
