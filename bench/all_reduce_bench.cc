@@ -142,10 +142,10 @@ void BM_YieldMeeting(benchmark::State& state) {
                              static_cast<double>(std::max<benchmark::IterationCount>(1, state.iterations()));
 }
 
-void BM_AllReduce(benchmark::State& state) {
+void all_reduce_loop(benchmark::State& state, dist::ReplicaExecution execution) {
   const auto count = static_cast<std::int64_t>(state.range(0)) / static_cast<std::int64_t>(sizeof(float));
   const int n = static_cast<int>(state.range(1));
-  dist::MirroredStrategy strategy(cpus(n));
+  dist::MirroredStrategy strategy(cpus(n), {}, execution);
   const float expected = static_cast<float>(n * (n + 1) / 2);
   // Run the timed loop inside one run() so that each iteration is one
   // all_reduce (replica 0 drives the benchmark loop, the others follow the
@@ -181,6 +181,11 @@ void BM_AllReduce(benchmark::State& state) {
       });
   state.SetBytesProcessed(static_cast<std::int64_t>(state.iterations()) * state.range(0));
 }
+
+void BM_AllReduce(benchmark::State& state) { all_reduce_loop(state, dist::ReplicaExecution::THREADS); }
+// The same with the replicas as fibers (ReplicaExecution::FIBERS): with
+// more replicas than cores, one thread per core.
+void BM_AllReduceFibers(benchmark::State& state) { all_reduce_loop(state, dist::ReplicaExecution::FIBERS); }
 
 // Each replica's x grows by a factor N per call; elements hold (r + 1) * p
 // with p = 1 + i % 7 at the start, so every element's value after k calls
@@ -269,6 +274,7 @@ BENCHMARK_CAPTURE(BM_ReduceKernel, baseline, distribute::internal::ReduceIsa::kB
 BENCHMARK_CAPTURE(BM_ReduceKernel, avx2, distribute::internal::ReduceIsa::kAvx2)->Apply(sizes)->UseRealTime();
 BENCHMARK_CAPTURE(BM_ReduceKernel, avx512, distribute::internal::ReduceIsa::kAvx512)->Apply(sizes)->UseRealTime();
 BENCHMARK(BM_AllReduce)->Apply(sizes_replicas)->UseRealTime();
+BENCHMARK(BM_AllReduceFibers)->Apply(sizes_replicas)->UseRealTime();
 BENCHMARK(BM_AllReduceInPlace)->Apply(sizes_replicas)->UseRealTime();
 
 }  // namespace

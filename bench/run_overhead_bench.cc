@@ -43,9 +43,9 @@ void count_cpu(benchmark::State& state, double cpu0) {
       (process_cpu_seconds() - cpu0) * 1e6 / static_cast<double>(std::max<benchmark::IterationCount>(1, state.iterations()));
 }
 
-void BM_Run(benchmark::State& state) {
+void run_loop(benchmark::State& state, dist::ReplicaExecution execution) {
   const int n = static_cast<int>(state.range(0));
-  dist::MirroredStrategy strategy(cpus(n));
+  dist::MirroredStrategy strategy(cpus(n), {}, execution);
   strategy.run([] {});  // the threads started
   const double cpu0 = process_cpu_seconds();
   for (auto _ : state) {
@@ -56,7 +56,12 @@ void BM_Run(benchmark::State& state) {
   count_cpu(state, cpu0);
   state.counters["replicas"] = n;
 }
+void BM_Run(benchmark::State& state) { run_loop(state, dist::ReplicaExecution::THREADS); }
 BENCHMARK(BM_Run)->Arg(1)->Arg(2)->Arg(4)->UseRealTime();
+// The replicas as fibers (ReplicaExecution::FIBERS): 4 replicas on 2 cores
+// run on 2 threads.
+void BM_RunFibers(benchmark::State& state) { run_loop(state, dist::ReplicaExecution::FIBERS); }
+BENCHMARK(BM_RunFibers)->Arg(4)->UseRealTime();
 
 void BM_RunVoid(benchmark::State& state) {
   const int n = static_cast<int>(state.range(0));

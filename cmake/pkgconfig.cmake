@@ -1,6 +1,6 @@
 # distribute.pc: the pkg-config file for builds without CMake (README,
 # "Building by hand"). Its flags come from what src/CMakeLists.txt links:
-# Threads (PUBLIC, -pthread), ISA-L, protobuf-lite and zlib (PRIVATE: a static
+# Threads (PUBLIC, -pthread), ISA-L, protobuf-lite, zlib and Boost.Context (PRIVATE: a static
 # libdistribute still needs them at the program's link, a shared one does
 # not) and, in a build with
 # MPI, MPI (PUBLIC: distribute/mpi.h includes <mpi.h>). The library is static
@@ -52,6 +52,7 @@ if(DISTRIBUTE_WITH_MPI)
   string(APPEND _pc_public_libs "${_pc_mpi_libs}")
 endif()
 distribute_pc_link_flags(_pc_isal_libs ${ISAL_LIBRARY} ${Protobuf_LITE_LIBRARY_RELEASE} ${ZLIB_LIBRARY_RELEASE})
+string(APPEND _pc_isal_libs " -lboost_context")
 if(BUILD_SHARED_LIBS)
   set(DISTRIBUTE_PC_LIBS "${_pc_public_libs} -pthread")
   set(DISTRIBUTE_PC_LIBS_PRIVATE "${_pc_isal_libs}")

@@ -33,6 +33,7 @@ packages=(
   nlohmann-json3-dev             # parses TF_CONFIG (src/cluster/); header-only, build-time only
   libisal-dev                    # ISA-L's CRC32C for checkpoints and TFRecord files (src/core/); linked by consumers too
   libprotobuf-dev protobuf-compiler # tf.train.Example for parse_example (src/data/example.proto); protobuf-lite linked by consumers too
+  libboost-context-dev           # replicas as fibers (src/runtime/fiber.cc); linked by consumers too
   zlib1g-dev                     # GZIP/ZLIB TFRecord and text files (src/data/record_io.cc); linked by consumers too
   libcli11-dev                   # distribute-train's command line (tools/train/); header-only, build-time only
   libcairo2-dev fonts-dejavu-core # distribute-train's --plot PNG (tools/train/plot.cc): cairo + FreeType, DejaVu Sans read at run time

@@ -8,6 +8,22 @@ namespace distribute {
 
 enum class CommunicationImplementation { AUTO, RING, NCCL };
 
+// How a strategy runs its local replicas (not a TF option: TF runs replicas
+// as threads).
+enum class ReplicaExecution {
+  // One thread per replica (the caller's thread runs replica 0).
+  THREADS,
+  // When replicas outnumber the cores this process may use: one thread per
+  // core, the replicas running on them as fibers (user-level contexts) that
+  // switch only inside the library's waits, so replicas that meet in a
+  // collective do not pay the kernel's wake-ups. Replica functions must meet
+  // only through the library (a replica blocked on a lock or barrier of its
+  // own would block the replicas that share its thread), and thread-local
+  // variables are shared by the replicas of a thread. With no more replicas
+  // than cores, the same as THREADS.
+  FIBERS,
+};
+
 struct CommunicationOptions {
   // all_reduce of a list packs consecutive tensors into reductions of at most
   // this many bytes each (a single tensor larger than that is its own pack);

@@ -39,6 +39,10 @@ class MirroredStrategy : public Strategy {
   explicit MirroredStrategy(const std::vector<std::string>& devices);
   // With strategy-wide collective options (e.g. the default timeout).
   MirroredStrategy(const std::vector<std::string>& devices, const CommunicationOptions& options);
+  // With a way of running the replicas other than one thread each
+  // (ReplicaExecution::FIBERS, for more replicas than cores).
+  MirroredStrategy(const std::vector<std::string>& devices, const CommunicationOptions& options,
+                   ReplicaExecution execution);
 };
 
 // One replica on one device; run() calls fn on the calling thread and values

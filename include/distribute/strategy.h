@@ -298,7 +298,8 @@ class Strategy {
   // TF's class name of a kind ("MirroredStrategy"), for messages.
   static std::string_view kind_name(Kind kind);
   Strategy(Kind kind, std::vector<DeviceSpec> devices, CommunicationOptions options = {},
-           std::shared_ptr<internal::CrossWorker> cross_worker = nullptr);
+           std::shared_ptr<internal::CrossWorker> cross_worker = nullptr,
+           ReplicaExecution execution = ReplicaExecution::THREADS);
 
   // Cross-replica helpers that reach the other workers (identity with one
   // worker): the element-wise sum of every worker's `value`, and the chief's

@@ -32,10 +32,12 @@ const char* CollectiveGroup::kind_name(Kind kind) {
   return "nothing";
 }
 
-CollectiveGroup::CollectiveGroup(int num_replicas, CrossWorker* cross)
+CollectiveGroup::CollectiveGroup(int num_replicas, CrossWorker* cross, int threads)
     : n_(num_replicas), cross_(cross), slots_(static_cast<std::size_t>(num_replicas)) {
   const unsigned cores = usable_cores();
-  policy_.yield = static_cast<unsigned>(num_replicas) > cores;
+  // Replicas on fibers share fewer threads (runtime/fiber.h): what competes
+  // for the cores is the threads.
+  policy_.yield = static_cast<unsigned>(threads > 0 ? threads : num_replicas) > cores;
   // With a core per replica, a replica that waits in a collective is waiting
   // for a peer that is still computing its part of the step (in training:
   // the slower replica's gradients, often 50-100 us behind). Sleeping there

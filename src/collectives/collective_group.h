@@ -110,7 +110,9 @@ class CollectiveGroup {
   // all_gather output is first combined over the local replicas as above,
   // then replica 0 combines it with the other workers' and announces the
   // result through its `crossed` word; the local replicas wait for that.
-  explicit CollectiveGroup(int num_replicas, CrossWorker* cross = nullptr);
+  // `threads`: how many threads run the replicas (fewer than num_replicas
+  // when they run as fibers); 0: one each.
+  explicit CollectiveGroup(int num_replicas, CrossWorker* cross = nullptr, int threads = 0);
   CollectiveGroup(const CollectiveGroup&) = delete;
   CollectiveGroup& operator=(const CollectiveGroup&) = delete;
 

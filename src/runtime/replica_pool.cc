@@ -9,12 +9,28 @@
 
 namespace distribute::internal {
 
-ReplicaPool::ReplicaPool(int num_replicas, const std::string& name_prefix) : num_replicas_(num_replicas) {
-  const unsigned cores = usable_cores();
+namespace {
+// A fiber's stack: reserved address space, committed as it is touched, as
+// large as a thread's default stack.
+constexpr std::size_t kFiberStackBytes = 8u << 20;
+}  // namespace
+
+ReplicaPool::ReplicaPool(int num_replicas, const std::string& name_prefix, bool fibers)
+    : num_replicas_(num_replicas) {
+  const unsigned cores = std::max(1u, usable_cores());
+  int threads = num_replicas;
+  if (fibers && static_cast<unsigned>(num_replicas) > cores) {
+    threads = static_cast<int>(cores);
+    for (int t = 0; t < threads; ++t) {
+      std::vector<int> replicas;
+      for (int r = t; r < num_replicas; r += threads) replicas.push_back(r);
+      fiber_threads_.push_back(std::make_unique<FiberThread>(std::move(replicas), kFiberStackBytes));
+    }
+  }
   // With more busy threads than cores, spinning must give the core away.
-  policy_.yield = static_cast<unsigned>(num_replicas) > cores;
-  threads_.reserve(static_cast<std::size_t>(std::max(0, num_replicas - 1)));
-  for (int r = 1; r < num_replicas; ++r) {
+  policy_.yield = static_cast<unsigned>(threads) > cores;
+  threads_.reserve(static_cast<std::size_t>(std::max(0, threads - 1)));
+  for (int r = 1; r < threads; ++r) {
     threads_.emplace_back([this, r] { worker_loop(r); });
     // Thread names are limited to 15 characters; failure is harmless.
     const std::string name = (name_prefix + std::to_string(r)).substr(0, 15);
@@ -44,13 +60,18 @@ void ReplicaPool::run(FunctionRef<void(int)> task, FunctionRef<void()> prologue,
     ~ClearOwner() { owner.store(std::thread::id(), std::memory_order_relaxed); }
   } clear_owner{owner_};
   prologue();
-  if (num_replicas_ > 1) {
+  const int threads = num_threads();
+  if (threads > 1) {
     task_ = &task;
-    remaining_.notify_value(static_cast<std::uint32_t>(num_replicas_ - 1));
+    remaining_.notify_value(static_cast<std::uint32_t>(threads - 1));
     generation_.notify_add(1);
   }
-  task(0);
-  if (num_replicas_ > 1) {
+  if (uses_fibers()) {
+    fiber_threads_[0]->run(task);
+  } else {
+    task(0);
+  }
+  if (threads > 1) {
     wait_for_replicas(interrupted);
     task_ = nullptr;
   }
@@ -78,7 +99,7 @@ void ReplicaPool::wait_for_replicas(FunctionRef<void(std::exception_ptr)> interr
   }
 }
 
-void ReplicaPool::worker_loop(int replica) {
+void ReplicaPool::worker_loop(int thread) {
   // Start from the generation the pool was built with, not a fresh load: a
   // run() (or the destructor's stop) may already have bumped it before this
   // thread got scheduled, and that bump must not be missed.
@@ -86,7 +107,11 @@ void ReplicaPool::worker_loop(int replica) {
   while (true) {
     seen = generation_.wait_while_equal(seen, policy_);
     if (stopping_) return;
-    (*task_)(replica);
+    if (uses_fibers()) {
+      fiber_threads_[static_cast<std::size_t>(thread)]->run(*task_);
+    } else {
+      (*task_)(thread);
+    }
     remaining_.decrement();
   }
 }

@@ -8,30 +8,41 @@
 // same way. A child forked without exec must not destroy a pool of its
 // parent's: the strategy that owns it leaves it there (Strategy's
 // destructor; distribute/internal/owner_process.h).
+//
+// With fibers (ReplicaExecution::FIBERS) and more replicas than cores, the
+// pool runs one thread per core instead, the caller's among them, and
+// replica r runs as a fiber on thread r % threads (runtime/fiber.h).
 #pragma once
 
 #include <atomic>
 #include <cstdint>
 #include <exception>
+#include <memory>
 #include <mutex>
 #include <string>
 #include <thread>
 #include <vector>
 
 #include "distribute/internal/function_ref.h"
+#include "runtime/fiber.h"
 #include "runtime/spin_wait.h"
 
 namespace distribute::internal {
 
 class ReplicaPool {
  public:
-  // Starts num_replicas - 1 threads, named "<name_prefix><r>".
-  ReplicaPool(int num_replicas, const std::string& name_prefix);
+  // Starts num_replicas - 1 threads, named "<name_prefix><r>"; with
+  // `fibers` and more replicas than usable cores, one thread per core
+  // (fewer, named by their first replica) running the replicas as fibers.
+  ReplicaPool(int num_replicas, const std::string& name_prefix, bool fibers = false);
   ~ReplicaPool();
   ReplicaPool(const ReplicaPool&) = delete;
   ReplicaPool& operator=(const ReplicaPool&) = delete;
 
   int num_replicas() const noexcept { return num_replicas_; }
+  // The threads that run replicas, the caller's included.
+  int num_threads() const noexcept { return static_cast<int>(threads_.size()) + 1; }
+  bool uses_fibers() const noexcept { return !fiber_threads_.empty(); }
 
   // Calls task(r) for every r in [0, num_replicas) concurrently and returns
   // when all calls have returned. task must not throw (callers catch inside
@@ -55,7 +66,7 @@ class ReplicaPool {
   }
 
  private:
-  void worker_loop(int replica);
+  void worker_loop(int thread);
   void wait_for_replicas(FunctionRef<void(std::exception_ptr)> interrupted);
 
   const int num_replicas_;
@@ -71,6 +82,8 @@ class ReplicaPool {
   alignas(64) WaitWord generation_;
   alignas(64) WaitWord remaining_;
   std::vector<std::thread> threads_;
+  // With fibers: the replicas of thread t (0: the caller's), else empty.
+  std::vector<std::unique_ptr<FiberThread>> fiber_threads_;
 };
 
 }  // namespace distribute::internal

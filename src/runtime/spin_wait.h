@@ -27,6 +27,8 @@
 #include <ctime>
 #include <thread>
 
+#include "runtime/fiber.h"
+
 #if defined(__x86_64__) || defined(__i386__)
 #include <immintrin.h>
 #endif
@@ -99,6 +101,7 @@ class WaitWord {
                         Stop stop) noexcept(noexcept(ready()) && noexcept(stop())) {
     if (ready()) return WaitResult::kReady;
     if (stop()) return WaitResult::kStopped;
+    if (fiber_has_siblings()) return fiber_wait_until(policy, deadline, ready, stop);
     // The clock is first read after 64 rounds: most waits end before that,
     // and a clock read costs more than a round on a virtual machine.
     std::chrono::steady_clock::time_point spin_end{};
@@ -140,6 +143,42 @@ class WaitWord {
     }
     sleepers_.fetch_sub(1, std::memory_order_relaxed);
     return result;
+  }
+
+  // wait_until() on a fiber with thread-mates (runtime/fiber.h): the spin
+  // phase hands the thread to the next fiber instead of pausing, so the
+  // replica being waited for, when it is a thread-mate, runs at once. Once
+  // the spin window has passed (every thread-mate is waiting too, or has
+  // returned), the fiber naps on this word between rounds: for at most
+  // kFiberNap, because a thread-mate's condition may come true meanwhile
+  // and only its own word would tell.
+  static constexpr std::chrono::microseconds kFiberNap{100};
+  template <class Ready, class Stop>
+  WaitResult fiber_wait_until(const SpinPolicy& policy, std::chrono::steady_clock::time_point deadline, Ready ready,
+                              Stop stop) noexcept(noexcept(ready()) && noexcept(stop())) {
+    std::chrono::steady_clock::time_point spin_end{};
+    for (unsigned round = 1;; ++round) {
+      fiber_yield();
+      if (ready()) return WaitResult::kReady;
+      if ((round % 16) != 0) continue;
+      if (stop()) return WaitResult::kStopped;
+      const auto now = std::chrono::steady_clock::now();
+      if (now >= deadline) return WaitResult::kTimedOut;
+      if (round == 16) {
+        spin_end = now + policy.spin_for < deadline ? now + policy.spin_for : deadline;
+        continue;
+      }
+      if (now < spin_end) continue;
+      // Alone on the thread now: the ordinary wait, spin then sleep.
+      if (!fiber_has_siblings()) return wait_until(policy, deadline, ready, stop);
+      sleepers_.fetch_add(1, std::memory_order_seq_cst);
+      const std::uint32_t seen = word_.load(std::memory_order_seq_cst);
+      if (!ready() && !stop()) {
+        const auto left = deadline - now;
+        futex_wait(seen, left < kFiberNap ? left : std::chrono::steady_clock::duration(kFiberNap));
+      }
+      sleepers_.fetch_sub(1, std::memory_order_relaxed);
+    }
   }
 
   // Returns the first value different from `old`.

@@ -7,6 +7,7 @@
 #include "distribute/replica_context.h"
 #include "distribute/strategies.h"
 #include "distribute/strategy.h"
+#include "runtime/fiber.h"
 
 namespace distribute {
 namespace internal {
@@ -14,10 +15,22 @@ namespace {
 
 std::vector<ThreadMode>& mode_stack() {
   thread_local std::vector<ThreadMode> stack;
+  if (void* own = fiber_local()) return *static_cast<std::vector<ThreadMode>*>(own);
   return stack;
 }
 
 }  // namespace
+
+FiberModeStack::FiberModeStack() noexcept {
+  if (on_fiber()) {
+    fiber_local() = &stack_;
+    active_ = true;
+  }
+}
+
+FiberModeStack::~FiberModeStack() {
+  if (active_) fiber_local() = nullptr;
+}
 
 const ThreadMode* current_mode() noexcept {
   auto& stack = mode_stack();

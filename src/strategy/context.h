@@ -1,6 +1,8 @@
 // The per-thread stack of modes behind get_replica_context() and friends.
 #pragma once
 
+#include <vector>
+
 namespace distribute {
 class Strategy;
 class ReplicaContext;
@@ -24,5 +26,20 @@ struct ThreadMode {
 const ThreadMode* current_mode() noexcept;
 void push_mode(ThreadMode mode);
 void pop_mode() noexcept;
+
+// Gives the calling replica a mode stack of its own for its lifetime when it
+// runs on a fiber (runtime/fiber.h), whose thread's stack the thread's other
+// replicas share; on a thread of its own, does nothing.
+class FiberModeStack {
+ public:
+  FiberModeStack() noexcept;
+  ~FiberModeStack();
+  FiberModeStack(const FiberModeStack&) = delete;
+  FiberModeStack& operator=(const FiberModeStack&) = delete;
+
+ private:
+  std::vector<ThreadMode> stack_;
+  bool active_ = false;
+};
 
 }  // namespace distribute::internal

@@ -44,6 +44,10 @@ MirroredStrategy::MirroredStrategy(const std::vector<std::string>& devices)
 MirroredStrategy::MirroredStrategy(const std::vector<std::string>& devices, const CommunicationOptions& options)
     : Strategy(Kind::kMirrored, parse_devices(devices), options) {}
 
+MirroredStrategy::MirroredStrategy(const std::vector<std::string>& devices, const CommunicationOptions& options,
+                                   ReplicaExecution execution)
+    : Strategy(Kind::kMirrored, parse_devices(devices), options, nullptr, execution) {}
+
 OneDeviceStrategy::OneDeviceStrategy(const std::string& device)
     : Strategy(Kind::kOneDevice, {parse_device(device)}) {}
 

@@ -139,7 +139,7 @@ int ReplicaContext::replica_id_in_sync_group() const noexcept {
 }
 
 Strategy::Strategy(Kind kind, std::vector<DeviceSpec> devices, CommunicationOptions options,
-                   std::shared_ptr<internal::CrossWorker> cross_worker)
+                   std::shared_ptr<internal::CrossWorker> cross_worker, ReplicaExecution execution)
     : kind_(kind),
       id_(next_strategy_id()),
       devices_(std::move(devices)),
@@ -176,8 +176,10 @@ Strategy::Strategy(Kind kind, std::vector<DeviceSpec> devices, CommunicationOpti
   for (std::size_t r = 0; r < devices_.size(); ++r) {
     replica_contexts_.push_back(std::unique_ptr<ReplicaContext>(new ReplicaContext(*this, static_cast<int>(r))));
   }
-  collectives_ = std::make_unique<internal::CollectiveGroup>(num_local_replicas(), cross_worker_.get());
-  pool_ = std::make_unique<internal::ReplicaPool>(num_local_replicas(), "replica-");
+  pool_ = std::make_unique<internal::ReplicaPool>(num_local_replicas(), "replica-",
+                                                  execution == ReplicaExecution::FIBERS);
+  collectives_ = std::make_unique<internal::CollectiveGroup>(num_local_replicas(), cross_worker_.get(),
+                                                             pool_->num_threads());
   StrategyNames& names = strategy_names();
   internal::MutexLock lock(names.mutex);
   names.by_id[id_] = to_string();
@@ -283,6 +285,7 @@ void Strategy::run_replicas(internal::FunctionRef<void(int)> body) {
     collectives_->abort(r, std::move(error));
   };
   auto task = [&](int r) noexcept {
+    internal::FiberModeStack own_modes;
     try {
       internal::push_mode({this, replica_contexts_[static_cast<std::size_t>(r)].get()});
     } catch (...) {

@@ -1,6 +1,9 @@
 // The strategy matrix every behaviour test runs over (TF's combinations):
 // the default strategy, OneDeviceStrategy, and MirroredStrategy with 1, 2, 3
-// and 4 replicas (3 catches uneven-split bugs; 4 oversubscribes 2 cores).
+// and 4 replicas (3 catches uneven-split bugs; 4 oversubscribes 2 cores),
+// and with 5 replicas as fibers (ReplicaExecution::FIBERS: on 2 cores, 3
+// replicas on one thread and 2 on the other; under run_on_one_cpu.sh all 5
+// on one thread).
 #pragma once
 
 #include <gmock/gmock.h>
@@ -26,11 +29,11 @@ struct StrategyCase {
 inline void PrintTo(const StrategyCase& c, std::ostream* os) { *os << c.name; }
 
 inline std::vector<StrategyCase> strategy_matrix() {
-  auto mirrored = [](int n) {
-    return [n] {
+  auto mirrored = [](int n, ReplicaExecution execution = ReplicaExecution::THREADS) {
+    return [n, execution] {
       std::vector<std::string> devices;
       for (int i = 0; i < n; ++i) devices.push_back("CPU:" + std::to_string(i));
-      return std::shared_ptr<Strategy>(std::make_shared<MirroredStrategy>(devices));
+      return std::shared_ptr<Strategy>(std::make_shared<MirroredStrategy>(devices, CommunicationOptions{}, execution));
     };
   };
   return {
@@ -40,6 +43,7 @@ inline std::vector<StrategyCase> strategy_matrix() {
       {"Mirrored2", mirrored(2)},
       {"Mirrored3", mirrored(3)},
       {"Mirrored4", mirrored(4)},
+      {"Fibers5", mirrored(5, ReplicaExecution::FIBERS)},
   };
 }
 
@@ -49,6 +53,9 @@ class StrategyTest : public ::testing::TestWithParam<StrategyCase> {
   void SetUp() override { strategy_ = GetParam().make(); }
   Strategy& strategy() { return *strategy_; }
   int n() { return strategy_->num_replicas_in_sync(); }
+  // The replicas run as fibers (they share threads, and meet only in the
+  // library's waits).
+  bool fibers() const { return GetParam().name.rfind("Fibers", 0) == 0; }
 
  private:
   std::shared_ptr<Strategy> strategy_;
