@@ -94,9 +94,11 @@ void BM_YieldBarrier(benchmark::State& state) {
 BENCHMARK(BM_YieldBarrier)->Arg(4)->UseRealTime();
 
 // CPU used by the replica threads of an idle strategy: after the spin window
-// they must sleep (counter cpu_per_wall near 0).
+// they must sleep (counter cpu_per_wall near 0). Arg 1: the replicas as
+// fibers.
 void BM_IdleReplicaCpu(benchmark::State& state) {
-  dist::MirroredStrategy strategy(cpus(4));
+  dist::MirroredStrategy strategy(cpus(4), {},
+                                  state.range(0) == 1 ? dist::ReplicaExecution::FIBERS : dist::ReplicaExecution::THREADS);
   double cpu = 0, wall = 0;
   for (auto _ : state) {
     strategy.run([] {});
@@ -109,7 +111,7 @@ void BM_IdleReplicaCpu(benchmark::State& state) {
   }
   state.counters["cpu_per_wall"] = cpu / wall;
 }
-BENCHMARK(BM_IdleReplicaCpu)->Iterations(5)->UseRealTime();
+BENCHMARK(BM_IdleReplicaCpu)->Arg(0)->Arg(1)->Iterations(5)->UseRealTime();
 
 }  // namespace
 
