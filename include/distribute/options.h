@@ -18,9 +18,11 @@ enum class ReplicaExecution {
   // switch only inside the library's waits, so replicas that meet in a
   // collective do not pay the kernel's wake-ups. Replica functions must meet
   // only through the library (a replica blocked on a lock or barrier of its
-  // own would block the replicas that share its thread), and thread-local
-  // variables are shared by the replicas of a thread. With no more replicas
-  // than cores, the same as THREADS.
+  // own would block the replicas that share its thread), thread-local
+  // variables are shared by the replicas of a thread, and a replica must not
+  // call a collective inside a catch block (the runtime's record of handled
+  // exceptions is per thread). With no more replicas than cores, the same as
+  // THREADS.
   FIBERS,
 };
 

@@ -10,6 +10,15 @@
 #include <system_error>
 #include <utility>
 
+// g++ defines __SANITIZE_*__; clang tells through __has_feature.
+#if defined(__has_feature)
+#if __has_feature(thread_sanitizer) && !defined(__SANITIZE_THREAD__)
+#define __SANITIZE_THREAD__ 1
+#endif
+#if __has_feature(address_sanitizer) && !defined(__SANITIZE_ADDRESS__)
+#define __SANITIZE_ADDRESS__ 1
+#endif
+#endif
 #if defined(__SANITIZE_THREAD__)
 #include <sanitizer/tsan_interface.h>
 #define DISTRIBUTE_TSAN_FIBERS 1
@@ -152,17 +161,10 @@ FiberThread::FiberThread(std::vector<int> replicas, std::size_t stack_bytes) : s
     Fiber& f = state_->fibers[i];
     f.replica = state_->replicas[i];
     f.stack = std::make_unique<Stack>(stack_bytes);
-#if DISTRIBUTE_TSAN_FIBERS
-    f.tsan = __tsan_create_fiber(0);
-#endif
   }
 }
 
-FiberThread::~FiberThread() {
-#if DISTRIBUTE_TSAN_FIBERS
-  for (Fiber& f : state_->fibers) __tsan_destroy_fiber(f.tsan);
-#endif
-}
+FiberThread::~FiberThread() = default;
 
 const std::vector<int>& FiberThread::replicas() const noexcept { return state_->replicas; }
 
@@ -177,6 +179,16 @@ void FiberThread::run(FunctionRef<void(int)> task) {
   for (Fiber& f : s.fibers) {
     f.done = false;
     f.local = nullptr;
+#if DISTRIBUTE_ASAN_FIBERS
+    f.fake_stack = nullptr;  // the last run's was destroyed when it ended
+#endif
+#if DISTRIBUTE_TSAN_FIBERS
+    // A fresh TSan fiber per run, and the construction (which enters the
+    // new stack once) under it, so that its shadow call stack starts empty
+    // and is dropped with it.
+    f.tsan = __tsan_create_fiber(0);
+    __tsan_switch_to_fiber(f.tsan, 0);
+#endif
     f.self = ctx::fiber(std::allocator_arg, StackRef{f.stack.get()}, [&s, &f](ctx::fiber&& scheduler) {
       s.scheduler = std::move(scheduler);
       s.entered(f);
@@ -186,6 +198,9 @@ void FiberThread::run(FunctionRef<void(int)> task) {
       s.leaving(f, /*finishing=*/true);
       return std::move(s.scheduler);
     });
+#if DISTRIBUTE_TSAN_FIBERS
+    __tsan_switch_to_fiber(s.tsan_scheduler, 0);
+#endif
   }
   s.live = s.fibers.size();
   // Round robin: each fiber runs until it returns or waits; a waiting fiber
@@ -195,6 +210,12 @@ void FiberThread::run(FunctionRef<void(int)> task) {
       if (!f.done) s.enter(f);
     }
   }
+#if DISTRIBUTE_TSAN_FIBERS
+  for (Fiber& f : s.fibers) {
+    __tsan_destroy_fiber(f.tsan);
+    f.tsan = nullptr;
+  }
+#endif
   s.task = nullptr;
   t_state = nullptr;
 }

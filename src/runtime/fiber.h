@@ -18,7 +18,12 @@
 // collective) would block its thread-mates: with fibers, replicas meet only
 // through the library's collectives. Thread-local variables are shared by
 // the replicas of a thread, except the library's own replica context, which
-// follows the fiber (fiber_local()).
+// follows the fiber (fiber_local()). Shared too: the C++ runtime's record
+// of the exceptions being handled (a collective called inside a catch
+// block may switch to a thread-mate that throws and catches its own: not
+// supported) and the interrupt check of distribute/interrupt.h (fibers on
+// the caller's thread poll the caller's; a ScopedInterruptCheck made inside
+// a replica function on a fiber is not supported).
 #pragma once
 
 #include <cstddef>

@@ -44,7 +44,8 @@ class ReplicaPool {
   int num_threads() const noexcept { return static_cast<int>(threads_.size()) + 1; }
   bool uses_fibers() const noexcept { return !fiber_threads_.empty(); }
 
-  // Calls task(r) for every r in [0, num_replicas) concurrently and returns
+  // Calls task(r) for every r in [0, num_replicas) concurrently (with
+  // fibers: the replicas of a thread one at a time, switching in waits) and returns
   // when all calls have returned. task must not throw (callers catch inside
   // it). Calls from several threads are serialized. A task may call run() on
   // its own pool only when the pool has one replica (it then runs inline);

@@ -148,10 +148,10 @@ class WaitWord {
   // wait_until() on a fiber with thread-mates (runtime/fiber.h): the spin
   // phase hands the thread to the next fiber instead of pausing, so the
   // replica being waited for, when it is a thread-mate, runs at once. Once
-  // the spin window has passed (every thread-mate is waiting too, or has
-  // returned), the fiber naps on this word between rounds: for at most
-  // kFiberNap, because a thread-mate's condition may come true meanwhile
-  // and only its own word would tell.
+  // the spin window has passed, the fiber naps on this word between rounds
+  // (its thread-mates have had their turns in every round, so they are most
+  // likely waiting too): for at most kFiberNap, because a thread-mate's
+  // condition may come true meanwhile and only its own word would tell.
   static constexpr std::chrono::microseconds kFiberNap{100};
   template <class Ready, class Stop>
   WaitResult fiber_wait_until(const SpinPolicy& policy, std::chrono::steady_clock::time_point deadline, Ready ready,

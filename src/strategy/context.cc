@@ -23,13 +23,14 @@ std::vector<ThreadMode>& mode_stack() {
 
 FiberModeStack::FiberModeStack() noexcept {
   if (on_fiber()) {
+    previous_ = fiber_local();
     fiber_local() = &stack_;
     active_ = true;
   }
 }
 
 FiberModeStack::~FiberModeStack() {
-  if (active_) fiber_local() = nullptr;
+  if (active_) fiber_local() = previous_;
 }
 
 const ThreadMode* current_mode() noexcept {

@@ -39,6 +39,7 @@ class FiberModeStack {
 
  private:
   std::vector<ThreadMode> stack_;
+  void* previous_ = nullptr;
   bool active_ = false;
 };
 

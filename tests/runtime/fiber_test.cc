@@ -87,18 +87,24 @@ TEST(FiberThread, AWaitWithoutThreadMatesIsAnOrdinaryWait) {
 
 // Two fibers of one thread wait on different words, set by another thread
 // long after the spin window: each fiber naps on its own word for a bounded
-// time, so the one whose word is not the napping one is still seen.
+// time, so the one whose word is not the napping one is still seen, long
+// before the other word is set.
 TEST(FiberThread, ThreadMatesWaitingOnDifferentWordsBothWakeUp) {
   FiberThread fibers({0, 1}, kStack);
   SpinPolicy policy;
   policy.spin_for = std::chrono::microseconds(100);
   WaitWord words[2];
   std::atomic<int> flags[2] = {0, 0};
+  std::atomic<bool> one_returned{false};
+  bool one_returned_first = false;
   std::thread other([&] {
     std::this_thread::sleep_for(std::chrono::milliseconds(20));
     flags[1].store(1);
     words[1].notify_if_sleeping();
-    std::this_thread::sleep_for(std::chrono::milliseconds(20));
+    // Fiber 1 must not wait for word 0: its thread-mate's naps are short.
+    const auto until = Clock::now() + std::chrono::seconds(2);
+    while (!one_returned.load() && Clock::now() < until) std::this_thread::sleep_for(std::chrono::milliseconds(1));
+    one_returned_first = one_returned.load();
     flags[0].store(1);
     words[0].notify_if_sleeping();
   });
@@ -107,8 +113,10 @@ TEST(FiberThread, ThreadMatesWaitingOnDifferentWordsBothWakeUp) {
     const auto i = static_cast<std::size_t>(r);
     results[i] = words[i].wait_until(policy, Clock::now() + std::chrono::seconds(10),
                                      [&] { return flags[i].load() == 1; }, [] { return false; });
+    if (r == 1) one_returned.store(true);
   });
   other.join();
+  EXPECT_TRUE(one_returned_first);
   EXPECT_EQ(results[0], WaitWord::WaitResult::kReady);
   EXPECT_EQ(results[1], WaitWord::WaitResult::kReady);
 }

@@ -55,7 +55,7 @@ TEST_P(RunTest, ReplicaContextDescribesTheReplica) {
 TEST_P(RunTest, ReplicasRunConcurrently) {
   // Every replica waits until all have arrived: sequential execution would
   // never get there (bounded wait, so the test fails instead of hanging).
-  // Fibers meet only in the library's waits: FiberTest.ReplicasInterleave.
+  // Fibers meet only in the library's waits (FiberTest.*).
   if (fibers()) GTEST_SKIP() << "replicas on fibers do not wait for each other outside the library";
   std::atomic<int> arrived{0};
   auto all_met = strategy().run([&] {
