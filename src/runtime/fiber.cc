@@ -92,7 +92,6 @@ struct FiberThread::Fiber {
 };
 
 struct FiberThread::State {
-  std::vector<int> replicas;
   std::vector<Fiber> fibers;
   FunctionRef<void(int)>* task = nullptr;
   Fiber* running = nullptr;
@@ -155,18 +154,15 @@ thread_local FiberThread::State* t_state = nullptr;
 }  // namespace
 
 FiberThread::FiberThread(std::vector<int> replicas, std::size_t stack_bytes) : state_(std::make_unique<State>()) {
-  state_->replicas = std::move(replicas);
-  state_->fibers.resize(state_->replicas.size());
-  for (std::size_t i = 0; i < state_->fibers.size(); ++i) {
+  state_->fibers.resize(replicas.size());
+  for (std::size_t i = 0; i < replicas.size(); ++i) {
     Fiber& f = state_->fibers[i];
-    f.replica = state_->replicas[i];
+    f.replica = replicas[i];
     f.stack = std::make_unique<Stack>(stack_bytes);
   }
 }
 
 FiberThread::~FiberThread() = default;
-
-const std::vector<int>& FiberThread::replicas() const noexcept { return state_->replicas; }
 
 void FiberThread::run(FunctionRef<void(int)> task) {
   State& s = *state_;

@@ -48,8 +48,6 @@ class FiberThread {
   // one run() at a time, from a thread that is not itself running fibers.
   void run(FunctionRef<void(int)> task);
 
-  const std::vector<int>& replicas() const noexcept;
-
   // Defined in fiber.cc.
   struct Fiber;
   struct State;

@@ -1,6 +1,7 @@
 #include "strategy/context.h"
 
 #include <cassert>
+#include <new>
 #include <vector>
 
 #include "distribute/errors.h"
@@ -19,10 +20,22 @@ std::vector<ThreadMode>& mode_stack() {
   return stack;
 }
 
+// Mode stacks of fibers that returned, kept with their capacity for the
+// next run's fibers of this thread: no allocation per replica and run.
+std::vector<std::vector<ThreadMode>>& spare_stacks() {
+  thread_local std::vector<std::vector<ThreadMode>> spare;
+  return spare;
+}
+
 }  // namespace
 
 FiberModeStack::FiberModeStack() noexcept {
   if (on_fiber()) {
+    auto& spare = spare_stacks();
+    if (!spare.empty()) {
+      stack_ = std::move(spare.back());
+      spare.pop_back();
+    }
     previous_ = fiber_local();
     fiber_local() = &stack_;
     active_ = true;
@@ -30,7 +43,14 @@ FiberModeStack::FiberModeStack() noexcept {
 }
 
 FiberModeStack::~FiberModeStack() {
-  if (active_) fiber_local() = previous_;
+  if (!active_) return;
+  fiber_local() = previous_;
+  stack_.clear();
+  try {
+    spare_stacks().push_back(std::move(stack_));
+  } catch (const std::bad_alloc&) {
+    // Not kept: the next fiber allocates its own.
+  }
 }
 
 const ThreadMode* current_mode() noexcept {
