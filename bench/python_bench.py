@@ -4,6 +4,10 @@ in the same run (bench/run_python_bench.sh runs it and the C++ reference).
   wrap        convert_to_tensor of a numpy array (4 KiB and 64 MiB): O(1)
   run         strategy.run of a trivial Python function on 2 replicas,
               against a bare C++ run() (run_overhead_bench in the same script)
+  run-after-work  the same run after 100, 200 and 1000 us of Python code
+              between calls (a busy loop; the run() call alone timed): the
+              replica threads' idle spin window (DISTRIBUTE_IDLE_SPIN_US=0
+              to compare with the base window of 50 us)
   all_reduce  from Python, 4 KiB, 4 MiB and 64 MiB float32 on 2 replicas, inside one
               run (as all_reduce_bench's BM_AllReduce does), against the C++
               figure passed in --cxx (microseconds per call)
@@ -39,8 +43,8 @@ def median_us(fn, repeat, inner=1):
 def main():
   parser = argparse.ArgumentParser()
   parser.add_argument("--cxx", type=json.loads, default={}, help='{"4194304": us, "67108864": us, "run": us}')
-  parser.add_argument("--cases", default="wrap,run,all_reduce,ctrl-c",
-                      help="which of wrap, run, all_reduce, ctrl-c (comma-separated)")
+  parser.add_argument("--cases", default="wrap,run,run-after-work,all_reduce,ctrl-c",
+                      help="which of wrap, run, run-after-work, all_reduce, ctrl-c (comma-separated)")
   parser.add_argument("--sizes", default="4096,4194304,67108864", help="all_reduce sizes in bytes")
   args = parser.parse_args()
   cases = set(args.cases.split(","))
@@ -57,6 +61,21 @@ def main():
       row["cxx_us"] = args.cxx["run"]
       row["ratio"] = round(us / args.cxx["run"], 2)
     results.append(row)
+  if "run-after-work" in cases:
+    # A step's own Python code between runs, as a busy loop: the run() call
+    # alone is timed (its median over 2000 calls), so an idle replica thread
+    # that went to sleep during the work shows as its wake-up.
+    for work_us in (100, 200, 1000):
+      samples = []
+      for _ in range(2000):
+        end = time.perf_counter() + work_us / 1e6
+        while time.perf_counter() < end:
+          pass
+        start = time.perf_counter()
+        s.run(lambda: None)
+        samples.append((time.perf_counter() - start) * 1e6)
+      results.append({"case": f"run trivial after {work_us} us of Python work, 2 replicas",
+                      "us": round(statistics.median(samples), 2)})
   sizes = [int(b) for b in args.sizes.split(",")] if "all_reduce" in cases else []
   for size in sizes:
     n = size // 4

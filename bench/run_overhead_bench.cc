@@ -5,7 +5,8 @@
 //   BM_YieldBarrier/4  four threads (on this 2-core machine: more than
 //                   cores) meeting at a barrier that spins with sched_yield,
 //                   the floor of BM_Run/4 without sleeping in the kernel
-// (one iteration = one meeting, like one run() call), and the CPU that idle
+// (one iteration = one meeting, like one run() call); run() after the
+// caller worked between runs (BM_RunAfterWork); and the CPU that idle
 // replica threads use (BM_IdleReplicaCpu: CPU seconds per wall second of a
 // 4-replica strategy left idle, after a run). The counter cpu_us of BM_Run
 // and BM_YieldBarrier is the whole process's CPU time per iteration (every
@@ -71,6 +72,33 @@ void BM_RunVoid(benchmark::State& state) {
   if (calls.load() != static_cast<long>(state.iterations()) * n) throw std::logic_error("lost replica calls");
 }
 BENCHMARK(BM_RunVoid)->Arg(2)->Arg(4)->UseRealTime();
+
+// run() after the caller worked for G microseconds (arg G; a busy loop on
+// the clock, standing for what a training loop does between steps: an
+// evaluation, Python code, logging). Time per iteration is the run() call
+// alone (manual time): a replica thread that went to sleep during the gap
+// costs its wake-up here. cpu_us counts the whole process, the caller's G
+// microseconds of work included, so that what the idle replica threads
+// spend while waiting for the next run shows as cpu_us - G.
+void BM_RunAfterWork(benchmark::State& state) {
+  const auto work = std::chrono::microseconds(state.range(0));
+  dist::MirroredStrategy strategy(cpus(2));
+  strategy.run([] {});
+  const double cpu0 = process_cpu_seconds();
+  for (auto _ : state) {
+    const auto work_end = std::chrono::steady_clock::now() + work;
+    while (std::chrono::steady_clock::now() < work_end) {
+    }
+    const auto start = std::chrono::steady_clock::now();
+    auto ids = strategy.run([] { return dist::get_replica_context()->replica_id_in_sync_group(); });
+    state.SetIterationTime(std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count());
+    if (ids[1] != 1) throw std::logic_error("run returned a wrong replica id");
+  }
+  count_cpu(state, cpu0);
+}
+// A fixed count: with manual time the library would otherwise run the
+// caller's work until the run() calls alone add up to its minimum time.
+BENCHMARK(BM_RunAfterWork)->Arg(0)->Arg(20)->Arg(100)->Arg(200)->Arg(500)->Arg(2000)->Iterations(2000)->UseManualTime();
 
 void BM_StdBarrier(benchmark::State& state) {
   std::barrier<> barrier(2);

@@ -3,6 +3,12 @@
 #include <pthread.h>
 
 #include <algorithm>
+#include <charconv>
+#include <cstdlib>
+#include <string>
+#include <system_error>
+
+#include "distribute/errors.h"
 
 #include "runtime/cpu_count.h"
 #include "runtime/interrupt.h"
@@ -16,7 +22,7 @@ constexpr std::size_t kFiberStackBytes = 8u << 20;
 }  // namespace
 
 ReplicaPool::ReplicaPool(int num_replicas, const std::string& name_prefix, bool fibers)
-    : num_replicas_(num_replicas) {
+    : num_replicas_(num_replicas), idle_max_(idle_spin_max()) {
   const unsigned cores = std::max(1u, usable_cores());
   int threads = num_replicas;
   if (fibers && static_cast<unsigned>(num_replicas) > cores) {
@@ -99,13 +105,50 @@ void ReplicaPool::wait_for_replicas(FunctionRef<void(std::exception_ptr)> interr
   }
 }
 
+SpinPolicy IdleSpin::policy() const noexcept {
+  if (base_.yield || max_ <= base_.spin_for) return base_;
+  std::chrono::nanoseconds longest{0};
+  for (const std::chrono::nanoseconds gap : gaps_) {
+    if (gap <= max_) longest = std::max(longest, gap);
+  }
+  SpinPolicy policy = base_;
+  policy.spin_for = std::clamp(longest + longest / 2, base_.spin_for, max_);
+  policy.yield_after = base_.spin_for;
+  return policy;
+}
+
+void IdleSpin::record(std::chrono::nanoseconds gap) noexcept {
+  gaps_[next_] = std::max(gap, std::chrono::nanoseconds(1));
+  next_ = (next_ + 1) % kHistory;
+}
+
+std::chrono::microseconds parse_idle_spin_us(const char* env) {
+  if (env == nullptr || *env == '\0') return IdleSpin::kDefaultMax;
+  const std::string text(env);
+  long long us = -1;
+  const auto [end, error] = std::from_chars(text.data(), text.data() + text.size(), us);
+  if (error != std::errc() || end != text.data() + text.size() || us < 0 || us > 1000000) {
+    throw InvalidArgumentError("DISTRIBUTE_IDLE_SPIN_US must be a whole number of microseconds from 0 to 1000000, got '" +
+                               text + "'");
+  }
+  return std::chrono::microseconds(us);
+}
+
+std::chrono::microseconds idle_spin_max() {
+  static const std::chrono::microseconds max = parse_idle_spin_us(std::getenv("DISTRIBUTE_IDLE_SPIN_US"));
+  return max;
+}
+
 void ReplicaPool::worker_loop(int thread) {
   // Start from the generation the pool was built with, not a fresh load: a
   // run() (or the destructor's stop) may already have bumped it before this
   // thread got scheduled, and that bump must not be missed.
   std::uint32_t seen = 0;
+  IdleSpin idle(policy_, idle_max_);
   while (true) {
-    seen = generation_.wait_while_equal(seen, policy_);
+    const auto idle_start = std::chrono::steady_clock::now();
+    seen = generation_.wait_while_equal(seen, idle.policy());
+    idle.record(std::chrono::steady_clock::now() - idle_start);
     if (stopping_) return;
     if (uses_fibers()) {
       fiber_threads_[static_cast<std::size_t>(thread)]->run(*task_);

@@ -3,9 +3,11 @@
 // Replica 0 runs on the thread that calls run(); replicas 1..N-1 each have a
 // thread of their own, started when the pool is built and joined when it is
 // destroyed (no thread is created per call). A call publishes the task by
-// bumping a generation word; each replica thread spins briefly on it, then
-// sleeps (see spin_wait.h). Completion is a countdown the caller waits on the
-// same way. A child forked without exec must not destroy a pool of its
+// bumping a generation word; each replica thread spins on it, then sleeps
+// (see spin_wait.h), spinning for as long as the recent gaps between runs
+// lasted, up to 500 us (see IdleSpin below; DISTRIBUTE_IDLE_SPIN_US sets the
+// bound, 0 keeps the base window). Completion is a
+// countdown the caller waits on the way every wait spins and sleeps. A child forked without exec must not destroy a pool of its
 // parent's: the strategy that owns it leaves it there (Strategy's
 // destructor; distribute/internal/owner_process.h).
 //
@@ -14,7 +16,10 @@
 // replica r runs as a fiber on thread r % threads (runtime/fiber.h).
 #pragma once
 
+#include <array>
 #include <atomic>
+#include <chrono>
+#include <cstddef>
 #include <cstdint>
 #include <exception>
 #include <memory>
@@ -28,6 +33,45 @@
 #include "runtime/spin_wait.h"
 
 namespace distribute::internal {
+
+// How long an idle replica thread spins for the next run before it sleeps.
+// Waking a sleeping thread costs ~20 us here (and milliseconds when the
+// virtual machine has descheduled the idle core), so a training loop whose
+// caller works between runs for longer than the ordinary spin window (an
+// epoch's evaluation, the Python code of a step) would pay a wake-up at the
+// start of the next run, while its replica 0 waits for the others at the
+// first collective. The window covers the longest of the last kHistory idle
+// gaps that were not longer than `max`, with half of it again as margin;
+// the part beyond the base window yields the core on every round
+// (SpinPolicy::yield_after), and longer gaps are left to sleep. A pool whose
+// threads outnumber the cores (base.yield) keeps the base window, as does a
+// `max` of 0.
+class IdleSpin {
+ public:
+  static constexpr std::chrono::microseconds kDefaultMax{500};
+  static constexpr std::size_t kHistory = 16;
+
+  explicit IdleSpin(SpinPolicy base, std::chrono::microseconds max = kDefaultMax) : base_(base), max_(max) {}
+
+  // The policy of the next idle wait.
+  SpinPolicy policy() const noexcept;
+  // Records how long an idle wait lasted.
+  void record(std::chrono::nanoseconds gap) noexcept;
+
+ private:
+  SpinPolicy base_;
+  std::chrono::nanoseconds max_;
+  std::array<std::chrono::nanoseconds, kHistory> gaps_{};  // zero: no gap yet
+  std::size_t next_ = 0;
+};
+
+// The bound of IdleSpin's window: DISTRIBUTE_IDLE_SPIN_US (microseconds, 0 to
+// 1000000; 0 keeps every idle wait at the base window) or
+// IdleSpin::kDefaultMax. Read once (the first pool with threads); an
+// InvalidArgumentError naming the variable for another value, from
+// parse_idle_spin_us (the variable's value, or nullptr when unset).
+std::chrono::microseconds idle_spin_max();
+std::chrono::microseconds parse_idle_spin_us(const char* env);
 
 class ReplicaPool {
  public:
@@ -71,6 +115,7 @@ class ReplicaPool {
   void wait_for_replicas(FunctionRef<void(std::exception_ptr)> interrupted);
 
   const int num_replicas_;
+  const std::chrono::microseconds idle_max_;  // IdleSpin's bound
   SpinPolicy policy_;
   std::mutex run_mutex_;  // one run() at a time
   // The thread inside run() (holding run_mutex_), for nested calls of a

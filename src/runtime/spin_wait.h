@@ -48,6 +48,17 @@ struct SpinPolicy {
   std::chrono::nanoseconds spin_for{std::chrono::microseconds(50)};
   // Yield the core on each spin round (set when threads outnumber cores).
   bool yield = false;
+  // Spin rounds after this much of spin_for yield the core too: a long
+  // window (ReplicaPool's idle wait, adapted to the gaps between runs) then
+  // gives way to any other thread that wants the core, while still noticing
+  // the change within a round.
+  std::chrono::nanoseconds yield_after = std::chrono::nanoseconds::max();
+
+  // When the spin rounds of a wait that started at `start` yield.
+  std::chrono::steady_clock::time_point yield_from(std::chrono::steady_clock::time_point start) const noexcept {
+    if (yield) return start;
+    return yield_after < spin_for ? start + yield_after : std::chrono::steady_clock::time_point::max();
+  }
 };
 
 // A 32-bit word that threads wait on, with a count of sleepers so that
@@ -104,9 +115,10 @@ class WaitWord {
     if (fiber_has_siblings()) return fiber_wait_until(policy, deadline, ready, stop);
     // The clock is first read after 64 rounds: most waits end before that,
     // and a clock read costs more than a round on a virtual machine.
-    std::chrono::steady_clock::time_point spin_end{};
+    std::chrono::steady_clock::time_point spin_end{}, yield_from{};
+    bool yielding = policy.yield;
     for (unsigned round = 1;; ++round) {
-      if (policy.yield) {
+      if (yielding) {
         std::this_thread::yield();
       } else {
         cpu_relax();
@@ -117,9 +129,11 @@ class WaitWord {
         const auto now = std::chrono::steady_clock::now();
         if (round == 64) {
           spin_end = now + policy.spin_for < deadline ? now + policy.spin_for : deadline;
+          yield_from = policy.yield_from(now);
         } else if (now >= spin_end) {
           break;
         }
+        yielding = yielding || now >= yield_from;
       }
     }
     // Dekker with notify_if_sleeping() (all four accesses sequentially
@@ -199,11 +213,13 @@ class WaitWord {
     }
     const auto now = std::chrono::steady_clock::now();
     const auto spin_end = now + policy.spin_for < deadline ? now + policy.spin_for : deadline;
+    const auto yield_from = policy.yield_from(now);
+    bool yielding = policy.yield;
     // One pause per check: a pause costs up to ~140 cycles on recent x86,
     // so a batch of them would add that much latency to every hand-off. The
     // clock is read only every 64 rounds.
     for (unsigned round = 1;; ++round) {
-      if (policy.yield) {
+      if (yielding) {
         std::this_thread::yield();
       } else {
         cpu_relax();
@@ -213,7 +229,11 @@ class WaitWord {
         *value = v;
         return true;
       }
-      if ((round % 64) == 0 && std::chrono::steady_clock::now() >= spin_end) break;
+      if ((round % 64) == 0) {
+        const auto t = std::chrono::steady_clock::now();
+        if (t >= spin_end) break;
+        yielding = yielding || t >= yield_from;
+      }
     }
     sleepers_.fetch_add(1, std::memory_order_seq_cst);
     bool changed = true;

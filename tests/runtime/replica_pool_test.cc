@@ -4,8 +4,11 @@
 
 #include <atomic>
 #include <chrono>
+#include <string>
 #include <thread>
 #include <vector>
+
+#include "distribute/errors.h"
 
 namespace distribute::internal {
 namespace {
@@ -50,6 +53,149 @@ TEST(ReplicaPool, WakesSleepingThreads) {
     pool.run([&](int) { count.fetch_add(1); }, [] {});
   }
   EXPECT_EQ(count.load(), 9);
+}
+
+TEST(ReplicaPool, RunsAfterGapsAroundTheAdaptedSpinWindow) {
+  // Gaps shorter than IdleSpin::kDefaultMax widen the idle threads' spin window
+  // (spinning that yields); a longer one then sends them to sleep in the
+  // middle of it. Every run must still reach every thread.
+  ReplicaPool pool(3, "test-");
+  std::atomic<int> count{0};
+  int runs = 0;
+  for (const auto gap : {std::chrono::microseconds(200), std::chrono::microseconds(200), std::chrono::microseconds(300),
+                         std::chrono::microseconds(5000), std::chrono::microseconds(100)}) {
+    for (int i = 0; i < 20; ++i) {
+      std::this_thread::sleep_for(gap);
+      pool.run([&](int) { count.fetch_add(1); }, [] {});
+      ++runs;
+    }
+  }
+  EXPECT_EQ(count.load(), 3 * runs);
+}
+
+using std::chrono::microseconds;
+using std::chrono::nanoseconds;
+
+SpinPolicy base_policy(bool yield = false) {
+  SpinPolicy base;
+  base.spin_for = microseconds(50);
+  base.yield = yield;
+  return base;
+}
+
+TEST(IdleSpin, WithoutGapsKeepsTheBaseWindowAndNeverYields) {
+  const IdleSpin idle(base_policy());
+  const SpinPolicy p = idle.policy();
+  EXPECT_EQ(p.spin_for, nanoseconds(microseconds(50)));
+  EXPECT_FALSE(p.yield);
+  const auto start = std::chrono::steady_clock::time_point{} + std::chrono::seconds(1);
+  EXPECT_GE(p.yield_from(start), start + p.spin_for);  // no yielding within the window
+}
+
+TEST(IdleSpin, CoversTheLongestRecentGapWithMarginYieldingPastTheBase) {
+  IdleSpin idle(base_policy());
+  idle.record(microseconds(6));
+  idle.record(microseconds(200));
+  idle.record(microseconds(7));
+  const SpinPolicy p = idle.policy();
+  EXPECT_EQ(p.spin_for, nanoseconds(microseconds(300)));
+  EXPECT_EQ(p.yield_after, nanoseconds(microseconds(50)));
+  EXPECT_FALSE(p.yield);
+  const auto start = std::chrono::steady_clock::time_point{} + std::chrono::seconds(1);
+  EXPECT_EQ(p.yield_from(start), start + microseconds(50));
+}
+
+TEST(IdleSpin, ShortGapsKeepTheBaseWindow) {
+  IdleSpin idle(base_policy());
+  for (int i = 0; i < 5; ++i) idle.record(microseconds(10));
+  EXPECT_EQ(idle.policy().spin_for, nanoseconds(microseconds(50)));
+}
+
+TEST(IdleSpin, IsCappedAndIgnoresGapsBeyondTheCap) {
+  IdleSpin idle(base_policy());
+  idle.record(microseconds(450));  // 1.5x is past the cap
+  EXPECT_EQ(idle.policy().spin_for, nanoseconds(IdleSpin::kDefaultMax));
+  IdleSpin sleepy(base_policy());
+  sleepy.record(microseconds(100));
+  sleepy.record(std::chrono::milliseconds(5));  // would not have been covered: left to sleep
+  EXPECT_EQ(sleepy.policy().spin_for, nanoseconds(microseconds(150)));
+  IdleSpin only_long(base_policy());
+  only_long.record(std::chrono::milliseconds(2));
+  EXPECT_EQ(only_long.policy().spin_for, nanoseconds(microseconds(50)));
+}
+
+TEST(IdleSpin, AZeroBoundKeepsTheBaseWindow) {
+  IdleSpin idle(base_policy(), microseconds(0));
+  idle.record(microseconds(200));
+  EXPECT_EQ(idle.policy().spin_for, nanoseconds(microseconds(50)));
+  IdleSpin wider(base_policy(), microseconds(2000));
+  wider.record(microseconds(1000));
+  EXPECT_EQ(wider.policy().spin_for, nanoseconds(microseconds(1500)));
+}
+
+TEST(IdleSpin, ParsesItsEnvironmentVariable) {
+  EXPECT_EQ(parse_idle_spin_us(nullptr), IdleSpin::kDefaultMax);
+  EXPECT_EQ(parse_idle_spin_us(""), IdleSpin::kDefaultMax);
+  EXPECT_EQ(parse_idle_spin_us("0"), microseconds(0));
+  EXPECT_EQ(parse_idle_spin_us("1000000"), microseconds(1000000));
+  for (const char* bad : {"-1", "1000001", "50us", " 5", "x", "1.5"}) {
+    try {
+      parse_idle_spin_us(bad);
+      ADD_FAILURE() << "accepted " << bad;
+    } catch (const InvalidArgumentError& e) {
+      EXPECT_NE(std::string(e.what()).find("DISTRIBUTE_IDLE_SPIN_US"), std::string::npos) << e.what();
+      EXPECT_NE(std::string(e.what()).find(bad), std::string::npos) << e.what();
+    }
+  }
+}
+
+TEST(IdleSpin, ForgetsGapsOlderThanItsHistory) {
+  IdleSpin idle(base_policy());
+  idle.record(microseconds(300));
+  for (std::size_t i = 0; i + 1 < IdleSpin::kHistory; ++i) idle.record(microseconds(5));
+  EXPECT_EQ(idle.policy().spin_for, nanoseconds(microseconds(450)));  // still in the history
+  idle.record(microseconds(5));
+  EXPECT_EQ(idle.policy().spin_for, nanoseconds(microseconds(50)));
+}
+
+TEST(IdleSpin, MoreThreadsThanCoresKeepTheBasePolicy) {
+  IdleSpin idle(base_policy(/*yield=*/true));
+  idle.record(microseconds(200));
+  const SpinPolicy p = idle.policy();
+  EXPECT_EQ(p.spin_for, nanoseconds(microseconds(50)));
+  EXPECT_TRUE(p.yield);
+}
+
+TEST(WaitWord, NoticesAChangeDuringTheYieldingPartOfItsWindow) {
+  // A window of 2 s that yields after 1 us: a change made 20 ms in, within
+  // the yielding rounds, ends the wait with the new value.
+  WaitWord word(0);
+  SpinPolicy policy;
+  policy.spin_for = std::chrono::seconds(2);
+  policy.yield_after = microseconds(1);
+  std::thread notifier([&] {
+    std::this_thread::sleep_for(std::chrono::milliseconds(20));
+    word.notify_value(7);
+  });
+  std::uint32_t value = 0;
+  EXPECT_TRUE(word.wait_while_equal_until(0, policy, std::chrono::steady_clock::now() + std::chrono::seconds(30), &value));
+  EXPECT_EQ(value, 7u);
+  notifier.join();
+  // And without a change, the wait ends at its deadline.
+  EXPECT_FALSE(word.wait_while_equal_until(7, policy, std::chrono::steady_clock::now() + std::chrono::milliseconds(5),
+                                           &value));
+  EXPECT_EQ(value, 7u);
+  // wait_until() honours the same policy.
+  std::atomic<bool> flag{false};
+  std::thread setter([&] {
+    std::this_thread::sleep_for(std::chrono::milliseconds(20));
+    flag.store(true, std::memory_order_seq_cst);
+    word.notify_if_sleeping();
+  });
+  EXPECT_EQ(word.wait_until(policy, std::chrono::steady_clock::now() + std::chrono::seconds(30),
+                            [&] { return flag.load(std::memory_order_seq_cst); }, [] { return false; }),
+            WaitWord::WaitResult::kReady);
+  setter.join();
 }
 
 TEST(ReplicaPool, ConcurrentCallersAreSerialized) {
