@@ -1,9 +1,14 @@
 #include "runtime/cpu_count.h"
 
+#include <fcntl.h>
 #include <sched.h>
+#include <unistd.h>
 
 #include <algorithm>
 #include <charconv>
+#include <optional>
+#include <string_view>
+#include <system_error>
 #include <fstream>
 #include <iterator>
 #include <limits>
@@ -175,6 +180,34 @@ unsigned usable_cores() noexcept {
   const unsigned cpus = affinity_cpu_count();
   const auto quota = process_cgroup_cpu_limit();
   return std::max(1u, quota ? std::min(cpus, *quota) : cpus);
+}
+
+std::optional<unsigned> parse_loadavg_running(std::string_view loadavg) {
+  // "0.52 0.58 0.59 2/383 12345": the fourth field, up to its '/'.
+  std::size_t pos = 0;
+  for (int field = 0; field < 3; ++field) {
+    pos = loadavg.find(' ', pos);
+    if (pos == std::string_view::npos) return std::nullopt;
+    ++pos;
+  }
+  const std::size_t slash = loadavg.find('/', pos);
+  if (slash == std::string_view::npos) return std::nullopt;
+  unsigned running = 0;
+  const auto [ptr, error] = std::from_chars(loadavg.data() + pos, loadavg.data() + slash, running);
+  if (error != std::errc() || ptr != loadavg.data() + slash) return std::nullopt;
+  return running;
+}
+
+bool runnable_threads_fit_cpus() noexcept {
+  const int fd = ::open("/proc/loadavg", O_RDONLY | O_CLOEXEC);
+  if (fd < 0) return false;
+  char text[128];
+  const ssize_t n = ::read(fd, text, sizeof text);
+  ::close(fd);
+  if (n <= 0) return false;
+  const std::optional<unsigned> running = parse_loadavg_running(std::string_view(text, static_cast<std::size_t>(n)));
+  const long online = ::sysconf(_SC_NPROCESSORS_ONLN);
+  return running.has_value() && online > 0 && static_cast<long>(*running) <= online;
 }
 
 }  // namespace distribute::internal

@@ -56,4 +56,15 @@ unsigned affinity_cpu_count() noexcept;
 // mask); the quota is cached.
 unsigned usable_cores() noexcept;
 
+// The count of runnable threads in /proc/loadavg's fourth field
+// ("running/total"); nullopt for text without one.
+std::optional<unsigned> parse_loadavg_running(std::string_view loadavg);
+
+// Whether every runnable thread of the system has a CPU: no more runnable
+// threads (the caller counts) than online CPUs, from /proc/loadavg (a few
+// microseconds). False when it cannot be read. For a spin that would
+// otherwise keep a core from a waiting thread: ReplicaPool's idle threads
+// ask it before spinning past their base window.
+bool runnable_threads_fit_cpus() noexcept;
+
 }  // namespace distribute::internal

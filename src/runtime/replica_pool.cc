@@ -22,7 +22,7 @@ constexpr std::size_t kFiberStackBytes = 8u << 20;
 }  // namespace
 
 ReplicaPool::ReplicaPool(int num_replicas, const std::string& name_prefix, bool fibers)
-    : num_replicas_(num_replicas), idle_max_(idle_spin_max()) {
+    : num_replicas_(num_replicas), idle_max_(num_replicas > 1 ? idle_spin_max() : std::chrono::microseconds(0)) {
   const unsigned cores = std::max(1u, usable_cores());
   int threads = num_replicas;
   if (fibers && static_cast<unsigned>(num_replicas) > cores) {
@@ -111,10 +111,24 @@ SpinPolicy IdleSpin::policy() const noexcept {
   for (const std::chrono::nanoseconds gap : gaps_) {
     if (gap <= max_) longest = std::max(longest, gap);
   }
+  if (longest + longest / 2 <= base_.spin_for) return base_;
   SpinPolicy policy = base_;
-  policy.spin_for = std::clamp(longest + longest / 2, base_.spin_for, max_);
+  policy.spin_for = std::min<std::chrono::nanoseconds>(longest + longest / 2, max_);
   policy.yield_after = base_.spin_for;
+  policy.may_keep_spinning = &IdleSpin::runnable_threads_fit_cpus_lately;
   return policy;
+}
+
+bool IdleSpin::runnable_threads_fit_cpus_lately() noexcept {
+  // Per thread: the answer and when it was read.
+  thread_local std::chrono::steady_clock::time_point read_at{};
+  thread_local bool fit = false;
+  const auto now = std::chrono::steady_clock::now();
+  if (read_at == std::chrono::steady_clock::time_point{} || now - read_at >= kRecheckEvery) {
+    fit = runnable_threads_fit_cpus();
+    read_at = now;
+  }
+  return fit;
 }
 
 void IdleSpin::record(std::chrono::nanoseconds gap) noexcept {
@@ -128,8 +142,8 @@ std::chrono::microseconds parse_idle_spin_us(const char* env) {
   long long us = -1;
   const auto [end, error] = std::from_chars(text.data(), text.data() + text.size(), us);
   if (error != std::errc() || end != text.data() + text.size() || us < 0 || us > 1000000) {
-    throw InvalidArgumentError("DISTRIBUTE_IDLE_SPIN_US must be a whole number of microseconds from 0 to 1000000, got '" +
-                               text + "'");
+    throw InvalidArgumentError(
+        "DISTRIBUTE_IDLE_SPIN_US must be a whole number of microseconds from 0 to 1000000, got '" + text + "'");
   }
   return std::chrono::microseconds(us);
 }
@@ -146,9 +160,10 @@ void ReplicaPool::worker_loop(int thread) {
   std::uint32_t seen = 0;
   IdleSpin idle(policy_, idle_max_);
   while (true) {
-    const auto idle_start = std::chrono::steady_clock::now();
-    seen = generation_.wait_while_equal(seen, idle.policy());
-    idle.record(std::chrono::steady_clock::now() - idle_start);
+    // The wait measures itself (no clock read between the wake and the task).
+    std::chrono::nanoseconds waited{0};
+    seen = generation_.wait_while_equal(seen, idle.policy(), &waited);
+    idle.record(waited);
     if (stopping_) return;
     if (uses_fibers()) {
       fiber_threads_[static_cast<std::size_t>(thread)]->run(*task_);

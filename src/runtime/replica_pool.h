@@ -6,9 +6,9 @@
 // bumping a generation word; each replica thread spins on it, then sleeps
 // (see spin_wait.h), spinning for as long as the recent gaps between runs
 // lasted, up to 500 us (see IdleSpin below; DISTRIBUTE_IDLE_SPIN_US sets the
-// bound, 0 keeps the base window). Completion is a
-// countdown the caller waits on the way every wait spins and sleeps. A child forked without exec must not destroy a pool of its
-// parent's: the strategy that owns it leaves it there (Strategy's
+// bound). Completion is a countdown the caller waits on the same way, with
+// the base window. A child forked without exec must not destroy a pool of
+// its parent's: the strategy that owns it leaves it there (Strategy's
 // destructor; distribute/internal/owner_process.h).
 //
 // With fibers (ReplicaExecution::FIBERS) and more replicas than cores, the
@@ -35,17 +35,21 @@
 namespace distribute::internal {
 
 // How long an idle replica thread spins for the next run before it sleeps.
-// Waking a sleeping thread costs ~20 us here (and milliseconds when the
+// Waking a sleeping thread costs 20-25 us here (and milliseconds when the
 // virtual machine has descheduled the idle core), so a training loop whose
 // caller works between runs for longer than the ordinary spin window (an
 // epoch's evaluation, the Python code of a step) would pay a wake-up at the
 // start of the next run, while its replica 0 waits for the others at the
 // first collective. The window covers the longest of the last kHistory idle
-// gaps that were not longer than `max`, with half of it again as margin;
-// the part beyond the base window yields the core on every round
-// (SpinPolicy::yield_after), and longer gaps are left to sleep. A pool whose
-// threads outnumber the cores (base.yield) keeps the base window, as does a
-// `max` of 0.
+// gaps that were not longer than `max`, with half of it again as margin, and
+// is itself at most `max`; the part beyond the base window yields the core
+// on every round (SpinPolicy::yield_after), and only while every runnable
+// thread of the machine has a CPU (otherwise the spin would keep one from a
+// thread that waits for it: another process, or the caller queued behind
+// one): the wait sleeps at once when they do not fit. A longer gap sleeps
+// once the window has passed (a whole window when shorter gaps came before
+// it). A pool whose threads outnumber the cores (base.yield) keeps the base
+// window, as does a `max` no longer than the base window (0, say).
 class IdleSpin {
  public:
   static constexpr std::chrono::microseconds kDefaultMax{500};
@@ -55,6 +59,12 @@ class IdleSpin {
 
   // The policy of the next idle wait.
   SpinPolicy policy() const noexcept;
+  // The hook of the windows past the base one (SpinPolicy::may_keep_spinning):
+  // runnable_threads_fit_cpus() (runtime/cpu_count.h), read at most every
+  // kRecheckEvery per thread: the read costs ~10 us of system calls, and a
+  // busy machine stays busy for longer than that.
+  static bool runnable_threads_fit_cpus_lately() noexcept;
+  static constexpr std::chrono::milliseconds kRecheckEvery{10};
   // Records how long an idle wait lasted.
   void record(std::chrono::nanoseconds gap) noexcept;
 
@@ -66,10 +76,12 @@ class IdleSpin {
 };
 
 // The bound of IdleSpin's window: DISTRIBUTE_IDLE_SPIN_US (microseconds, 0 to
-// 1000000; 0 keeps every idle wait at the base window) or
-// IdleSpin::kDefaultMax. Read once (the first pool with threads); an
-// InvalidArgumentError naming the variable for another value, from
-// parse_idle_spin_us (the variable's value, or nullptr when unset).
+// 1000000; up to 50 keeps every idle wait at the base window; unset or
+// empty: IdleSpin::kDefaultMax). Read by every pool with more than one
+// replica and by MultiWorkerMirroredStrategy before its start-up exchange;
+// once valid it is kept. Another value raises InvalidArgumentError naming
+// the variable (parse_idle_spin_us: the value, or nullptr when unset) at
+// each of those reads.
 std::chrono::microseconds idle_spin_max();
 std::chrono::microseconds parse_idle_spin_us(const char* env);
 

@@ -48,11 +48,21 @@ struct SpinPolicy {
   std::chrono::nanoseconds spin_for{std::chrono::microseconds(50)};
   // Yield the core on each spin round (set when threads outnumber cores).
   bool yield = false;
-  // Spin rounds after this much of spin_for yield the core too: a long
-  // window (ReplicaPool's idle wait, adapted to the gaps between runs) then
-  // gives way to any other thread that wants the core, while still noticing
-  // the change within a round.
+  // wait_while_equal[_until] only (wait_until ignores it): spin rounds after
+  // this much of spin_for yield the core too, so that a long window
+  // (ReplicaPool's idle wait, adapted to the gaps between runs) gives way to
+  // any other thread that wants the core while still noticing the change
+  // within a round; and once a yield kept this thread off its core for more
+  // than kYieldedAway, another thread wants it: the wait stops spinning and
+  // sleeps.
   std::chrono::nanoseconds yield_after = std::chrono::nanoseconds::max();
+  static constexpr std::chrono::microseconds kYieldedAway{20};
+  // Asked once, as the rounds past yield_after begin: false makes the wait
+  // sleep at once instead. E.g. runnable_threads_fit_cpus (runtime/
+  // cpu_count.h): a yield gives the core only to threads queued on it, so a
+  // spinning thread alone on its core would keep the other threads of a busy
+  // machine crowded on the rest. Null: keep spinning.
+  bool (*may_keep_spinning)() noexcept = nullptr;
 
   // When the spin rounds of a wait that started at `start` yield.
   std::chrono::steady_clock::time_point yield_from(std::chrono::steady_clock::time_point start) const noexcept {
@@ -115,10 +125,9 @@ class WaitWord {
     if (fiber_has_siblings()) return fiber_wait_until(policy, deadline, ready, stop);
     // The clock is first read after 64 rounds: most waits end before that,
     // and a clock read costs more than a round on a virtual machine.
-    std::chrono::steady_clock::time_point spin_end{}, yield_from{};
-    bool yielding = policy.yield;
+    std::chrono::steady_clock::time_point spin_end{};
     for (unsigned round = 1;; ++round) {
-      if (yielding) {
+      if (policy.yield) {
         std::this_thread::yield();
       } else {
         cpu_relax();
@@ -129,11 +138,9 @@ class WaitWord {
         const auto now = std::chrono::steady_clock::now();
         if (round == 64) {
           spin_end = now + policy.spin_for < deadline ? now + policy.spin_for : deadline;
-          yield_from = policy.yield_from(now);
         } else if (now >= spin_end) {
           break;
         }
-        yielding = yielding || now >= yield_from;
       }
     }
     // Dekker with notify_if_sleeping() (all four accesses sequentially
@@ -195,29 +202,40 @@ class WaitWord {
     }
   }
 
-  // Returns the first value different from `old`.
-  std::uint32_t wait_while_equal(std::uint32_t old, const SpinPolicy& policy) noexcept {
+  // Returns the first value different from `old`. `waited`, when given,
+  // receives how long the wait lasted, as wait_while_equal_until() says.
+  std::uint32_t wait_while_equal(std::uint32_t old, const SpinPolicy& policy,
+                                 std::chrono::nanoseconds* waited = nullptr) noexcept {
     std::uint32_t v = 0;
-    wait_while_equal_until(old, policy, std::chrono::steady_clock::time_point::max(), &v);
+    wait_while_equal_until(old, policy, std::chrono::steady_clock::time_point::max(), &v, waited);
     return v;
   }
 
   // Waits until the value differs from `old` (returns true, the new value in
-  // *value) or `deadline` passes (returns false).
+  // *value) or `deadline` passes (returns false). `waited`, when given,
+  // receives how long the wait lasted without a clock read after the change
+  // was seen (that would delay whatever the waiter does next): 0 when the
+  // value had already changed, else the time to the spin phase's last clock
+  // read (up to 64 pausing rounds or one yielding round short), or, after a
+  // sleep, to a clock read made on waking.
   bool wait_while_equal_until(std::uint32_t old, const SpinPolicy& policy,
-                              std::chrono::steady_clock::time_point deadline, std::uint32_t* value) noexcept {
+                              std::chrono::steady_clock::time_point deadline, std::uint32_t* value,
+                              std::chrono::nanoseconds* waited = nullptr) noexcept {
     std::uint32_t v = word_.load(std::memory_order_acquire);
     if (v != old) {
       *value = v;
+      if (waited != nullptr) *waited = std::chrono::nanoseconds(0);
       return true;
     }
     const auto now = std::chrono::steady_clock::now();
+    auto last_read = now;
     const auto spin_end = now + policy.spin_for < deadline ? now + policy.spin_for : deadline;
     const auto yield_from = policy.yield_from(now);
     bool yielding = policy.yield;
     // One pause per check: a pause costs up to ~140 cycles on recent x86,
     // so a batch of them would add that much latency to every hand-off. The
-    // clock is read only every 64 rounds.
+    // clock is read every 64 pausing rounds, and on every yielding one (a
+    // system call already costs more than the read).
     for (unsigned round = 1;; ++round) {
       if (yielding) {
         std::this_thread::yield();
@@ -227,12 +245,21 @@ class WaitWord {
       v = word_.load(std::memory_order_acquire);
       if (v != old) {
         *value = v;
+        if (waited != nullptr) *waited = last_read - now;
         return true;
       }
-      if ((round % 64) == 0) {
+      if (yielding || (round % 64) == 0) {
         const auto t = std::chrono::steady_clock::now();
-        if (t >= spin_end) break;
-        yielding = yielding || t >= yield_from;
+        // Past yield_after (not with policy.yield, whose rounds all yield
+        // because threads outnumber cores): a yield that took long ran
+        // another thread, which this spin would keep slowing.
+        const bool yielded_away = yielding && !policy.yield && t - last_read > SpinPolicy::kYieldedAway;
+        last_read = t;
+        if (t >= spin_end || yielded_away) break;
+        if (!yielding && t >= yield_from) {
+          yielding = true;
+          if (!policy.yield && policy.may_keep_spinning != nullptr && !policy.may_keep_spinning()) break;
+        }
       }
     }
     sleepers_.fetch_add(1, std::memory_order_seq_cst);
@@ -247,6 +274,7 @@ class WaitWord {
     }
     sleepers_.fetch_sub(1, std::memory_order_relaxed);
     *value = v;
+    if (waited != nullptr) *waited = std::chrono::steady_clock::now() - now;
     return changed;
   }
 

@@ -10,6 +10,7 @@
 #include "collectives/cross_worker_ops.h"
 #include "distribute/strategies.h"
 #include "runtime/deadline.h"
+#include "runtime/replica_pool.h"
 #include "strategy/strategy_access.h"
 #include "transport/cross_worker.h"
 
@@ -32,8 +33,11 @@ std::shared_ptr<internal::CrossWorker> required(std::shared_ptr<internal::CrossW
   return transport;
 }
 
-// What the transport needs of the options.
+// What the transport needs of the options. Also checks the environment the
+// replica pool reads (a bad value raises here, on this worker alone, before
+// the start-up exchange rather than after it, with the others waiting).
 internal::ChannelOptions channel_options(const MultiWorkerOptions& options) {
+  internal::idle_spin_max();
   return {options.startup_timeout_seconds, options.mpi_communicator, options.shared_memory};
 }
 

@@ -8,6 +8,7 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <atomic>
 #include <cstddef>
 #include <cstdlib>
 #include <filesystem>
@@ -247,6 +248,37 @@ TEST(UsableCores, MatchesTheLauncher) {
   const char* expected = std::getenv("DISTRIBUTE_EXPECTED_CPUS");
   if (expected == nullptr) GTEST_SKIP() << "DISTRIBUTE_EXPECTED_CPUS is not set";
   EXPECT_EQ(usable_cores(), static_cast<unsigned>(std::stoul(expected)));
+}
+
+TEST(Loadavg, ReadsTheRunnableCount) {
+  EXPECT_EQ(parse_loadavg_running("0.52 0.58 0.59 2/383 12345\n"), 2u);
+  EXPECT_EQ(parse_loadavg_running("1.69 1.44 1.48 17/85 23559"), 17u);
+  EXPECT_EQ(parse_loadavg_running("0.52 0.58 0.59 x/383 12345"), std::nullopt);
+  EXPECT_EQ(parse_loadavg_running("0.52 0.58 0.59 2383 12345"), std::nullopt);
+  EXPECT_EQ(parse_loadavg_running("0.52 0.58"), std::nullopt);
+  EXPECT_EQ(parse_loadavg_running(""), std::nullopt);
+}
+
+TEST(Loadavg, ThisMachineReportsAPlausibleCount) {
+  // The file exists on Linux and counts at least this thread.
+  std::ifstream file("/proc/loadavg");
+  std::string text;
+  if (!std::getline(file, text)) GTEST_SKIP() << "no /proc/loadavg";
+  const std::optional<unsigned> running = parse_loadavg_running(text);
+  ASSERT_TRUE(running.has_value()) << text;
+  EXPECT_GE(*running, 1u) << text;
+  // A thread of its own kept runnable (spinning) next to this one: on one
+  // CPU the two cannot both have it.
+  if (std::thread::hardware_concurrency() == 1) {
+    std::atomic<bool> stop{false};
+    std::thread spinner([&] {
+      while (!stop.load()) {
+      }
+    });
+    EXPECT_FALSE(runnable_threads_fit_cpus());
+    stop = true;
+    spinner.join();
+  }
 }
 
 }  // namespace

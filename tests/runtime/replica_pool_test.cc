@@ -9,6 +9,7 @@
 #include <vector>
 
 #include "distribute/errors.h"
+#include "runtime/cpu_count.h"
 
 namespace distribute::internal {
 namespace {
@@ -56,10 +57,12 @@ TEST(ReplicaPool, WakesSleepingThreads) {
 }
 
 TEST(ReplicaPool, RunsAfterGapsAroundTheAdaptedSpinWindow) {
-  // Gaps shorter than IdleSpin::kDefaultMax widen the idle threads' spin window
-  // (spinning that yields); a longer one then sends them to sleep in the
-  // middle of it. Every run must still reach every thread.
-  ReplicaPool pool(3, "test-");
+  // Gaps shorter than IdleSpin's bound widen the idle thread's spin window
+  // (spinning that yields); a longer one then sends it to sleep once the
+  // window has passed. Every run must still reach the thread. Two replicas:
+  // with more threads than cores the pool keeps the base window.
+  if (usable_cores() < 2) GTEST_SKIP() << "needs 2 usable cores for the adapted window, got " << usable_cores();
+  ReplicaPool pool(2, "test-");
   std::atomic<int> count{0};
   int runs = 0;
   for (const auto gap : {std::chrono::microseconds(200), std::chrono::microseconds(200), std::chrono::microseconds(300),
@@ -70,7 +73,7 @@ TEST(ReplicaPool, RunsAfterGapsAroundTheAdaptedSpinWindow) {
       ++runs;
     }
   }
-  EXPECT_EQ(count.load(), 3 * runs);
+  EXPECT_EQ(count.load(), 2 * runs);
 }
 
 using std::chrono::microseconds;
@@ -88,6 +91,7 @@ TEST(IdleSpin, WithoutGapsKeepsTheBaseWindowAndNeverYields) {
   const SpinPolicy p = idle.policy();
   EXPECT_EQ(p.spin_for, nanoseconds(microseconds(50)));
   EXPECT_FALSE(p.yield);
+  EXPECT_EQ(p.may_keep_spinning, nullptr);
   const auto start = std::chrono::steady_clock::time_point{} + std::chrono::seconds(1);
   EXPECT_GE(p.yield_from(start), start + p.spin_for);  // no yielding within the window
 }
@@ -101,6 +105,8 @@ TEST(IdleSpin, CoversTheLongestRecentGapWithMarginYieldingPastTheBase) {
   EXPECT_EQ(p.spin_for, nanoseconds(microseconds(300)));
   EXPECT_EQ(p.yield_after, nanoseconds(microseconds(50)));
   EXPECT_FALSE(p.yield);
+  // Past the base window only while the machine has a CPU to spare.
+  EXPECT_EQ(p.may_keep_spinning, &IdleSpin::runnable_threads_fit_cpus_lately);
   const auto start = std::chrono::steady_clock::time_point{} + std::chrono::seconds(1);
   EXPECT_EQ(p.yield_from(start), start + microseconds(50));
 }
@@ -138,7 +144,7 @@ TEST(IdleSpin, ParsesItsEnvironmentVariable) {
   EXPECT_EQ(parse_idle_spin_us(""), IdleSpin::kDefaultMax);
   EXPECT_EQ(parse_idle_spin_us("0"), microseconds(0));
   EXPECT_EQ(parse_idle_spin_us("1000000"), microseconds(1000000));
-  for (const char* bad : {"-1", "1000001", "50us", " 5", "x", "1.5"}) {
+  for (const char* bad : {"-1", "1000001", "99999999999999999999", "50us", " 5", "x", "1.5"}) {
     try {
       parse_idle_spin_us(bad);
       ADD_FAILURE() << "accepted " << bad;
@@ -166,9 +172,22 @@ TEST(IdleSpin, MoreThreadsThanCoresKeepTheBasePolicy) {
   EXPECT_TRUE(p.yield);
 }
 
-TEST(WaitWord, NoticesAChangeDuringTheYieldingPartOfItsWindow) {
+TEST(SpinPolicy, YieldsFromWhenItsYieldAfterFallsInsideTheWindow) {
+  const auto start = std::chrono::steady_clock::time_point{} + std::chrono::seconds(1);
+  SpinPolicy p;  // the default: pauses through the whole window
+  EXPECT_EQ(p.yield_from(start), std::chrono::steady_clock::time_point::max());
+  p.yield_after = microseconds(10);  // inside the 50 us window
+  EXPECT_EQ(p.yield_from(start), start + microseconds(10));
+  p.yield_after = microseconds(50);  // not inside it
+  EXPECT_EQ(p.yield_from(start), std::chrono::steady_clock::time_point::max());
+  p.yield = true;  // every round yields
+  EXPECT_EQ(p.yield_from(start), start);
+}
+
+TEST(WaitWord, AWaitThatYieldsPartOfItsWindowStillSeesTheChange) {
   // A window of 2 s that yields after 1 us: a change made 20 ms in, within
-  // the yielding rounds, ends the wait with the new value.
+  // the yielding rounds, ends the wait with the new value (liveness; which
+  // rounds yield is SpinPolicy's yield_from, above).
   WaitWord word(0);
   SpinPolicy policy;
   policy.spin_for = std::chrono::seconds(2);
@@ -178,24 +197,52 @@ TEST(WaitWord, NoticesAChangeDuringTheYieldingPartOfItsWindow) {
     word.notify_value(7);
   });
   std::uint32_t value = 0;
-  EXPECT_TRUE(word.wait_while_equal_until(0, policy, std::chrono::steady_clock::now() + std::chrono::seconds(30), &value));
+  const auto far = std::chrono::steady_clock::now() + std::chrono::seconds(30);
+  EXPECT_TRUE(word.wait_while_equal_until(0, policy, far, &value));
   EXPECT_EQ(value, 7u);
   notifier.join();
   // And without a change, the wait ends at its deadline.
   EXPECT_FALSE(word.wait_while_equal_until(7, policy, std::chrono::steady_clock::now() + std::chrono::milliseconds(5),
                                            &value));
   EXPECT_EQ(value, 7u);
-  // wait_until() honours the same policy.
-  std::atomic<bool> flag{false};
-  std::thread setter([&] {
+}
+
+std::atomic<int> g_spin_questions{0};
+bool refuse_to_spin() noexcept {
+  g_spin_questions.fetch_add(1);
+  return false;
+}
+
+TEST(WaitWord, AsksOnceWhetherToSpinPastYieldAfterAndSleepsOnNo) {
+  // A 2 s window whose rounds past 1 us may continue only if the hook
+  // says so: it is asked once, says no, and the wait sleeps until the
+  // change 20 ms later (a spin would have asked no more, but the hook is
+  // what decides, and the wait must still see the change).
+  WaitWord word(0);
+  SpinPolicy policy;
+  policy.spin_for = std::chrono::seconds(2);
+  policy.yield_after = microseconds(1);
+  policy.may_keep_spinning = &refuse_to_spin;
+  std::thread notifier([&] {
     std::this_thread::sleep_for(std::chrono::milliseconds(20));
-    flag.store(true, std::memory_order_seq_cst);
-    word.notify_if_sleeping();
+    word.notify_value(3);
   });
-  EXPECT_EQ(word.wait_until(policy, std::chrono::steady_clock::now() + std::chrono::seconds(30),
-                            [&] { return flag.load(std::memory_order_seq_cst); }, [] { return false; }),
-            WaitWord::WaitResult::kReady);
-  setter.join();
+  std::uint32_t value = 0;
+  std::chrono::nanoseconds waited{0};
+  EXPECT_TRUE(word.wait_while_equal_until(0, policy, std::chrono::steady_clock::now() + std::chrono::seconds(30),
+                                          &value, &waited));
+  notifier.join();
+  EXPECT_EQ(value, 3u);
+  EXPECT_EQ(g_spin_questions.load(), 1);
+  // Measured on waking from the sleep: at least the notifier's 20 ms.
+  EXPECT_GE(waited, std::chrono::milliseconds(20));
+  // A policy without yield_after inside its window never asks.
+  g_spin_questions = 0;
+  SpinPolicy plain;
+  plain.may_keep_spinning = &refuse_to_spin;
+  EXPECT_FALSE(word.wait_while_equal_until(3, plain, std::chrono::steady_clock::now() + std::chrono::milliseconds(2),
+                                           &value));
+  EXPECT_EQ(g_spin_questions.load(), 0);
 }
 
 TEST(ReplicaPool, ConcurrentCallersAreSerialized) {
