@@ -6,13 +6,13 @@
 
 #include <algorithm>
 #include <charconv>
-#include <optional>
-#include <string_view>
-#include <system_error>
 #include <fstream>
 #include <iterator>
 #include <limits>
+#include <optional>
 #include <string>
+#include <string_view>
+#include <system_error>
 #include <thread>
 #include <vector>
 
@@ -182,7 +182,7 @@ unsigned usable_cores() noexcept {
   return std::max(1u, quota ? std::min(cpus, *quota) : cpus);
 }
 
-std::optional<unsigned> parse_loadavg_running(std::string_view loadavg) {
+std::optional<unsigned> parse_loadavg_running(std::string_view loadavg) noexcept {
   // "0.52 0.58 0.59 2/383 12345": the fourth field, up to its '/'.
   std::size_t pos = 0;
   for (int field = 0; field < 3; ++field) {
@@ -206,7 +206,7 @@ bool runnable_threads_fit_cpus() noexcept {
   ::close(fd);
   if (n <= 0) return false;
   const std::optional<unsigned> running = parse_loadavg_running(std::string_view(text, static_cast<std::size_t>(n)));
-  const long online = ::sysconf(_SC_NPROCESSORS_ONLN);
+  static const long online = ::sysconf(_SC_NPROCESSORS_ONLN);  // read once (sysconf reads sysfs)
   return running.has_value() && online > 0 && static_cast<long>(*running) <= online;
 }
 

@@ -58,13 +58,15 @@ unsigned usable_cores() noexcept;
 
 // The count of runnable threads in /proc/loadavg's fourth field
 // ("running/total"); nullopt for text without one.
-std::optional<unsigned> parse_loadavg_running(std::string_view loadavg);
+std::optional<unsigned> parse_loadavg_running(std::string_view loadavg) noexcept;
 
 // Whether every runnable thread of the system has a CPU: no more runnable
-// threads (the caller counts) than online CPUs, from /proc/loadavg (a few
-// microseconds). False when it cannot be read. For a spin that would
-// otherwise keep a core from a waiting thread: ReplicaPool's idle threads
-// ask it before spinning past their base window.
+// threads (the caller counts) than online CPUs, from /proc/loadavg (about
+// 10 us of system calls). False when it cannot be read. For a spin that
+// would otherwise keep a core from a waiting thread: ReplicaPool's idle
+// threads ask it before spinning past their base window. Both counts are
+// the machine's: inside a cpuset or CPU quota smaller than the machine, a
+// crowd on the process's own CPUs can go unseen.
 bool runnable_threads_fit_cpus() noexcept;
 
 }  // namespace distribute::internal

@@ -160,7 +160,8 @@ void ReplicaPool::worker_loop(int thread) {
   std::uint32_t seen = 0;
   IdleSpin idle(policy_, idle_max_);
   while (true) {
-    // The wait measures itself (no clock read between the wake and the task).
+    // The wait measures itself (after a spin, no clock read between the wake
+    // and the task).
     std::chrono::nanoseconds waited{0};
     seen = generation_.wait_while_equal(seen, idle.policy(), &waited);
     idle.record(waited);

@@ -43,10 +43,12 @@ namespace distribute::internal {
 // first collective. The window covers the longest of the last kHistory idle
 // gaps that were not longer than `max`, with half of it again as margin, and
 // is itself at most `max`; the part beyond the base window yields the core
-// on every round (SpinPolicy::yield_after), and only while every runnable
-// thread of the machine has a CPU (otherwise the spin would keep one from a
-// thread that waits for it: another process, or the caller queued behind
-// one): the wait sleeps at once when they do not fit. A longer gap sleeps
+// on every round (SpinPolicy::yield_after), and only if, when the base
+// window ends, every runnable thread of the machine has a CPU (otherwise the
+// spin would keep one from a thread that waits for it: another process, or
+// the caller queued behind one; the answer is at most kRecheckEvery old):
+// the wait sleeps at once when they do not fit, and as soon as one yield
+// kept the thread off its core for more than SpinPolicy::kYieldedAway. A longer gap sleeps
 // once the window has passed (a whole window when shorter gaps came before
 // it). A pool whose threads outnumber the cores (base.yield) keeps the base
 // window, as does a `max` no longer than the base window (0, say).
@@ -61,8 +63,8 @@ class IdleSpin {
   SpinPolicy policy() const noexcept;
   // The hook of the windows past the base one (SpinPolicy::may_keep_spinning):
   // runnable_threads_fit_cpus() (runtime/cpu_count.h), read at most every
-  // kRecheckEvery per thread: the read costs ~10 us of system calls, and a
-  // busy machine stays busy for longer than that.
+  // kRecheckEvery per thread: the read costs about 10 us of system calls,
+  // and a busy machine stays busy for longer than that.
   static bool runnable_threads_fit_cpus_lately() noexcept;
   static constexpr std::chrono::milliseconds kRecheckEvery{10};
   // Records how long an idle wait lasted.
@@ -78,8 +80,8 @@ class IdleSpin {
 // The bound of IdleSpin's window: DISTRIBUTE_IDLE_SPIN_US (microseconds, 0 to
 // 1000000; up to 50 keeps every idle wait at the base window; unset or
 // empty: IdleSpin::kDefaultMax). Read by every pool with more than one
-// replica and by MultiWorkerMirroredStrategy before its start-up exchange;
-// once valid it is kept. Another value raises InvalidArgumentError naming
+// replica and by MultiWorkerMirroredStrategy(options) before its start-up
+// exchange; once valid it is kept. Another value raises InvalidArgumentError naming
 // the variable (parse_idle_spin_us: the value, or nullptr when unset) at
 // each of those reads.
 std::chrono::microseconds idle_spin_max();

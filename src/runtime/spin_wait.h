@@ -48,17 +48,18 @@ struct SpinPolicy {
   std::chrono::nanoseconds spin_for{std::chrono::microseconds(50)};
   // Yield the core on each spin round (set when threads outnumber cores).
   bool yield = false;
-  // wait_while_equal[_until] only (wait_until ignores it): spin rounds after
-  // this much of spin_for yield the core too, so that a long window
-  // (ReplicaPool's idle wait, adapted to the gaps between runs) gives way to
-  // any other thread that wants the core while still noticing the change
-  // within a round; and once a yield kept this thread off its core for more
-  // than kYieldedAway, another thread wants it: the wait stops spinning and
-  // sleeps.
+  // wait_while_equal[_until] only (wait_until ignores it), and not with
+  // `yield` (whose rounds all yield, threads outnumbering cores): spin
+  // rounds after this much of spin_for yield the core too, so that a long
+  // window (ReplicaPool's idle wait, adapted to the gaps between runs) gives
+  // way to any other thread that wants the core while still noticing the
+  // change within a round; and once a yield kept this thread off its core
+  // for more than kYieldedAway, another thread wants it: the wait stops
+  // spinning and sleeps.
   std::chrono::nanoseconds yield_after = std::chrono::nanoseconds::max();
   static constexpr std::chrono::microseconds kYieldedAway{20};
-  // Asked once, as the rounds past yield_after begin: false makes the wait
-  // sleep at once instead. E.g. runnable_threads_fit_cpus (runtime/
+  // Asked once, as the rounds past yield_after begin (so never with
+  // `yield`): false makes the wait sleep at once instead. E.g. runnable_threads_fit_cpus (runtime/
   // cpu_count.h): a yield gives the core only to threads queued on it, so a
   // spinning thread alone on its core would keep the other threads of a busy
   // machine crowded on the rest. Null: keep spinning.
@@ -216,7 +217,7 @@ class WaitWord {
   // receives how long the wait lasted without a clock read after the change
   // was seen (that would delay whatever the waiter does next): 0 when the
   // value had already changed, else the time to the spin phase's last clock
-  // read (up to 64 pausing rounds or one yielding round short), or, after a
+  // read (up to 64 rounds short, or one round past yield_after), or, after a
   // sleep, to a clock read made on waking.
   bool wait_while_equal_until(std::uint32_t old, const SpinPolicy& policy,
                               std::chrono::steady_clock::time_point deadline, std::uint32_t* value,
@@ -232,9 +233,10 @@ class WaitWord {
     const auto spin_end = now + policy.spin_for < deadline ? now + policy.spin_for : deadline;
     const auto yield_from = policy.yield_from(now);
     bool yielding = policy.yield;
+    bool extended = false;  // in the rounds past yield_after (never with policy.yield)
     // One pause per check: a pause costs up to ~140 cycles on recent x86,
     // so a batch of them would add that much latency to every hand-off. The
-    // clock is read every 64 pausing rounds, and on every yielding one (a
+    // clock is read every 64 rounds, and on every round past yield_after (a
     // system call already costs more than the read).
     for (unsigned round = 1;; ++round) {
       if (yielding) {
@@ -248,17 +250,19 @@ class WaitWord {
         if (waited != nullptr) *waited = last_read - now;
         return true;
       }
-      if (yielding || (round % 64) == 0) {
+      if (extended || (round % 64) == 0) {
         const auto t = std::chrono::steady_clock::now();
-        // Past yield_after (not with policy.yield, whose rounds all yield
-        // because threads outnumber cores): a yield that took long ran
-        // another thread, which this spin would keep slowing.
-        const bool yielded_away = yielding && !policy.yield && t - last_read > SpinPolicy::kYieldedAway;
+        // Past yield_after, a yield that took long ran another thread, which
+        // this spin would keep slowing.
+        const bool yielded_away = extended && t - last_read > SpinPolicy::kYieldedAway;
         last_read = t;
         if (t >= spin_end || yielded_away) break;
         if (!yielding && t >= yield_from) {
-          yielding = true;
-          if (!policy.yield && policy.may_keep_spinning != nullptr && !policy.may_keep_spinning()) break;
+          if (policy.may_keep_spinning != nullptr) {
+            if (!policy.may_keep_spinning()) break;
+            last_read = std::chrono::steady_clock::now();  // the question's own time is no yield's
+          }
+          yielding = extended = true;
         }
       }
     }

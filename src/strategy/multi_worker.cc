@@ -35,9 +35,11 @@ std::shared_ptr<internal::CrossWorker> required(std::shared_ptr<internal::CrossW
 
 // What the transport needs of the options. Also checks the environment the
 // replica pool reads (a bad value raises here, on this worker alone, before
-// the start-up exchange rather than after it, with the others waiting).
+// the start-up exchange rather than after it, with the others waiting; the
+// constructor given a transport checks it only when it builds a pool with
+// threads).
 internal::ChannelOptions channel_options(const MultiWorkerOptions& options) {
-  internal::idle_spin_max();
+  (void)internal::idle_spin_max();
   return {options.startup_timeout_seconds, options.mpi_communicator, options.shared_memory};
 }
 

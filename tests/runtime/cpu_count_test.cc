@@ -17,6 +17,7 @@
 #include <optional>
 #include <string>
 #include <thread>
+#include <vector>
 
 namespace distribute::internal {
 namespace {
@@ -267,18 +268,32 @@ TEST(Loadavg, ThisMachineReportsAPlausibleCount) {
   const std::optional<unsigned> running = parse_loadavg_running(text);
   ASSERT_TRUE(running.has_value()) << text;
   EXPECT_GE(*running, 1u) << text;
-  // A thread of its own kept runnable (spinning) next to this one: on one
-  // CPU the two cannot both have it.
-  if (std::thread::hardware_concurrency() == 1) {
-    std::atomic<bool> stop{false};
-    std::thread spinner([&] {
-      while (!stop.load()) {
+  (void)runnable_threads_fit_cpus();  // reads the file (its answer depends on the machine's load)
+}
+
+TEST(Loadavg, MoreRunnableThreadsThanCpusDoNotFit) {
+  // As many spinning threads as online CPUs, with this one: one more
+  // runnable thread than CPUs, whatever else the machine runs.
+  const long online = ::sysconf(_SC_NPROCESSORS_ONLN);
+  if (online < 1 || online > 256) GTEST_SKIP() << "online CPUs: " << online;
+  std::atomic<bool> stop{false};
+  std::atomic<long> started{0};
+  std::vector<std::thread> spinners;
+  for (long i = 0; i < online; ++i) {
+    spinners.emplace_back([&] {
+      started.fetch_add(1);
+      while (!stop.load(std::memory_order_relaxed)) {
       }
     });
-    EXPECT_FALSE(runnable_threads_fit_cpus());
-    stop = true;
-    spinner.join();
   }
+  while (started.load() < online) std::this_thread::yield();
+  // A snapshot: a spinner may be between time slices at the instant of the
+  // read, so the answer must come out false within a few reads.
+  bool fit = true;
+  for (int attempt = 0; attempt < 50 && fit; ++attempt) fit = runnable_threads_fit_cpus();
+  stop = true;
+  for (std::thread& t : spinners) t.join();
+  EXPECT_FALSE(fit);
 }
 
 }  // namespace

@@ -4,6 +4,7 @@
 
 #include <atomic>
 #include <chrono>
+#include <cstdlib>
 #include <string>
 #include <thread>
 #include <vector>
@@ -155,6 +156,26 @@ TEST(IdleSpin, ParsesItsEnvironmentVariable) {
   }
 }
 
+TEST(IdleSpin, ABadEnvironmentValueRaisesFromPoolsWithThreadsOnly) {
+  // Run by CTest in a process of its own with DISTRIBUTE_IDLE_SPIN_US=fast
+  // (the value is kept once read, so an ordinary run cannot set it here).
+  const char* value = std::getenv("DISTRIBUTE_IDLE_SPIN_US");
+  if (value == nullptr || std::string(value) != "fast") GTEST_SKIP() << "needs DISTRIBUTE_IDLE_SPIN_US=fast";
+  for (int attempt = 0; attempt < 2; ++attempt) {  // not cached while invalid
+    try {
+      ReplicaPool pool(2, "test-");
+      ADD_FAILURE() << "a 2-replica pool accepted DISTRIBUTE_IDLE_SPIN_US=fast";
+    } catch (const InvalidArgumentError& e) {
+      EXPECT_NE(std::string(e.what()).find("DISTRIBUTE_IDLE_SPIN_US"), std::string::npos) << e.what();
+      EXPECT_NE(std::string(e.what()).find("'fast'"), std::string::npos) << e.what();
+    }
+  }
+  ReplicaPool one(1, "test-");  // a one-replica pool does not read it
+  int calls = 0;
+  one.run([&](int) { ++calls; }, [] {});
+  EXPECT_EQ(calls, 1);
+}
+
 TEST(IdleSpin, ForgetsGapsOlderThanItsHistory) {
   IdleSpin idle(base_policy());
   idle.record(microseconds(300));
@@ -214,16 +235,18 @@ bool refuse_to_spin() noexcept {
 }
 
 TEST(WaitWord, AsksOnceWhetherToSpinPastYieldAfterAndSleepsOnNo) {
-  // A 2 s window whose rounds past 1 us may continue only if the hook
-  // says so: it is asked once, says no, and the wait sleeps until the
-  // change 20 ms later (a spin would have asked no more, but the hook is
-  // what decides, and the wait must still see the change).
+  // A 2 s window whose rounds past 1 us may go on only if the hook says so:
+  // it is asked once, says no, and the wait sleeps until the change (made
+  // once the hook was asked, so that the order does not depend on timing).
   WaitWord word(0);
   SpinPolicy policy;
   policy.spin_for = std::chrono::seconds(2);
   policy.yield_after = microseconds(1);
   policy.may_keep_spinning = &refuse_to_spin;
+  g_spin_questions = 0;
   std::thread notifier([&] {
+    const auto give_up = std::chrono::steady_clock::now() + std::chrono::seconds(10);
+    while (g_spin_questions.load() == 0 && std::chrono::steady_clock::now() < give_up) std::this_thread::yield();
     std::this_thread::sleep_for(std::chrono::milliseconds(20));
     word.notify_value(3);
   });
@@ -234,7 +257,8 @@ TEST(WaitWord, AsksOnceWhetherToSpinPastYieldAfterAndSleepsOnNo) {
   notifier.join();
   EXPECT_EQ(value, 3u);
   EXPECT_EQ(g_spin_questions.load(), 1);
-  // Measured on waking from the sleep: at least the notifier's 20 ms.
+  // Measured on waking from the sleep: at least the notifier's 20 ms after
+  // the question.
   EXPECT_GE(waited, std::chrono::milliseconds(20));
   // A policy without yield_after inside its window never asks.
   g_spin_questions = 0;
