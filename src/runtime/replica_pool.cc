@@ -9,7 +9,6 @@
 #include <system_error>
 
 #include "distribute/errors.h"
-
 #include "runtime/cpu_count.h"
 #include "runtime/interrupt.h"
 

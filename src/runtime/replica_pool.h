@@ -42,16 +42,16 @@ namespace distribute::internal {
 // start of the next run, while its replica 0 waits for the others at the
 // first collective. The window covers the longest of the last kHistory idle
 // gaps that were not longer than `max`, with half of it again as margin, and
-// is itself at most `max`; the part beyond the base window yields the core
-// on every round (SpinPolicy::yield_after), and only if, when the base
+// is itself at most `max`. The part beyond the base window yields the core
+// on every round (SpinPolicy::yield_after), and runs only if, when the base
 // window ends, every runnable thread of the machine has a CPU (otherwise the
 // spin would keep one from a thread that waits for it: another process, or
-// the caller queued behind one; the answer is at most kRecheckEvery old):
-// the wait sleeps at once when they do not fit, and as soon as one yield
-// kept the thread off its core for more than SpinPolicy::kYieldedAway. A longer gap sleeps
-// once the window has passed (a whole window when shorter gaps came before
-// it). A pool whose threads outnumber the cores (base.yield) keeps the base
-// window, as does a `max` no longer than the base window (0, say).
+// the caller queued behind one; the answer is at most kRecheckEvery old);
+// it ends as soon as one yield kept the thread off its core for more than
+// SpinPolicy::kYieldedAway. A longer gap sleeps once the window has passed
+// (a whole window when shorter gaps came before it). A pool whose threads
+// outnumber the cores (base.yield) keeps the base window, as does a `max`
+// no longer than the base window (0, say).
 class IdleSpin {
  public:
   static constexpr std::chrono::microseconds kDefaultMax{500};
@@ -81,9 +81,9 @@ class IdleSpin {
 // 1000000; up to 50 keeps every idle wait at the base window; unset or
 // empty: IdleSpin::kDefaultMax). Read by every pool with more than one
 // replica and by MultiWorkerMirroredStrategy(options) before its start-up
-// exchange; once valid it is kept. Another value raises InvalidArgumentError naming
-// the variable (parse_idle_spin_us: the value, or nullptr when unset) at
-// each of those reads.
+// exchange; once valid it is kept. Another value raises InvalidArgumentError
+// naming the variable (parse_idle_spin_us: the value, or nullptr when unset)
+// at each of those reads.
 std::chrono::microseconds idle_spin_max();
 std::chrono::microseconds parse_idle_spin_us(const char* env);
 

@@ -59,10 +59,11 @@ struct SpinPolicy {
   std::chrono::nanoseconds yield_after = std::chrono::nanoseconds::max();
   static constexpr std::chrono::microseconds kYieldedAway{20};
   // Asked once, as the rounds past yield_after begin (so never with
-  // `yield`): false makes the wait sleep at once instead. E.g. runnable_threads_fit_cpus (runtime/
-  // cpu_count.h): a yield gives the core only to threads queued on it, so a
-  // spinning thread alone on its core would keep the other threads of a busy
-  // machine crowded on the rest. Null: keep spinning.
+  // `yield`): false makes the wait sleep at once instead. E.g.
+  // runnable_threads_fit_cpus (runtime/cpu_count.h): a yield gives the core
+  // only to threads queued on it, so a spinning thread alone on its core
+  // would keep the other threads of a busy machine crowded on the rest.
+  // Null: keep spinning.
   bool (*may_keep_spinning)() noexcept = nullptr;
 
   // When the spin rounds of a wait that started at `start` yield.
