@@ -131,7 +131,7 @@ bool IdleSpin::runnable_threads_fit_cpus_lately() noexcept {
 }
 
 void IdleSpin::record(std::chrono::nanoseconds gap) noexcept {
-  gaps_[next_] = std::max(gap, std::chrono::nanoseconds(1));
+  gaps_[next_] = gap;
   next_ = (next_ + 1) % kHistory;
 }
 

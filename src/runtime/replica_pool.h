@@ -73,7 +73,7 @@ class IdleSpin {
  private:
   SpinPolicy base_;
   std::chrono::nanoseconds max_;
-  std::array<std::chrono::nanoseconds, kHistory> gaps_{};  // zero: no gap yet
+  std::array<std::chrono::nanoseconds, kHistory> gaps_{};  // a gap not seen yet is 0: adds nothing to the max
   std::size_t next_ = 0;
 };
 
