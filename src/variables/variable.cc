@@ -26,7 +26,14 @@ struct Variable::State {
   // One per replica (one for an ordinary variable). Replica r's thread
   // touches only element r in replica context; cross-replica updates (and
   // merge_call's function, while the replicas wait) touch all of them.
-  std::vector<Tensor> components;
+  // Each on cache lines of its own: a Tensor is not a multiple of 64 bytes,
+  // and replicas that read and assign their own components at the same
+  // moment (every replica's optimizer step) would otherwise pass the line
+  // they share between their cores at each access.
+  struct alignas(64) Component {
+    Tensor value;
+  };
+  std::vector<Component> components;
 };
 
 namespace {
@@ -94,7 +101,8 @@ Variable::Variable(Tensor initial_value, VariableOptions options) : state_(std::
   }
   s.components.assign(
       static_cast<std::size_t>(n),
-      strategy != nullptr ? internal::StrategyAccess::broadcast_from_chief(*strategy, initial_value) : initial_value);
+      State::Component{strategy != nullptr ? internal::StrategyAccess::broadcast_from_chief(*strategy, initial_value)
+                                           : initial_value});
 }
 
 const std::string& Variable::name() const noexcept { return state_->name; }
@@ -111,7 +119,12 @@ bool Variable::is_sync_on_read() const noexcept {
 }
 Strategy* Variable::distributed_strategy() const noexcept { return state_->strategy; }
 int Variable::num_components() const noexcept { return static_cast<int>(state_->components.size()); }
-std::vector<Tensor> Variable::values() const { return state_->components; }
+std::vector<Tensor> Variable::values() const {
+  std::vector<Tensor> out;
+  out.reserve(state_->components.size());
+  for (const State::Component& c : state_->components) out.push_back(c.value);
+  return out;
+}
 
 namespace {
 
@@ -140,19 +153,19 @@ int update_component(Strategy* strategy) {
 
 Tensor Variable::value() const {
   const State& s = *state_;
-  if (s.strategy == nullptr) return s.components[0];
+  if (s.strategy == nullptr) return s.components[0].value;
   const int r = local_replica(*this, s.strategy);
-  if (r >= 0) return s.components[static_cast<std::size_t>(r)];
-  if (const int u = update_component(s.strategy); u >= 0) return s.components[static_cast<std::size_t>(u)];
-  if (s.synchronization == VariableSynchronization::ON_WRITE) return s.components[0];
+  if (r >= 0) return s.components[static_cast<std::size_t>(r)].value;
+  if (const int u = update_component(s.strategy); u >= 0) return s.components[static_cast<std::size_t>(u)].value;
+  if (s.synchronization == VariableSynchronization::ON_WRITE) return s.components[0].value;
   switch (s.aggregation) {
     // With several workers these reads are collectives: every worker reads.
     case VariableAggregation::ONLY_FIRST_REPLICA:
-      return internal::StrategyAccess::broadcast_from_chief(*s.strategy, s.components[0]);
+      return internal::StrategyAccess::broadcast_from_chief(*s.strategy, s.components[0].value);
     case VariableAggregation::SUM:
     case VariableAggregation::MEAN: {
-      Tensor total = s.components[0];
-      for (std::size_t i = 1; i < s.components.size(); ++i) total = total + s.components[i];
+      Tensor total = s.components[0].value;
+      for (std::size_t i = 1; i < s.components.size(); ++i) total = total + s.components[i].value;
       total = internal::StrategyAccess::sum_over_workers(*s.strategy, total);
       if (s.aggregation == VariableAggregation::MEAN) {
         total = total / static_cast<double>(s.strategy->num_replicas_in_sync());
@@ -195,20 +208,20 @@ Tensor Variable::update(Update kind, const Tensor& value) {
           std::to_string(mode->replica->replica_id_in_sync_group()) + " tried): create it in strategy.scope() "
           "(a MirroredVariable, or ON_READ for metrics), or update it outside strategy.run");
     }
-    s.components[0] = apply(s.components[0], value);
-    return s.components[0];
+    s.components[0].value = apply(s.components[0].value, value);
+    return s.components[0].value;
   }
   const int r = local_replica(*this, s.strategy);
   if (const int u = update_component(s.strategy); u >= 0) {
     // Update context: the one component, as it is (TF applies fn per device).
-    Tensor& mine = s.components[static_cast<std::size_t>(u)];
+    Tensor& mine = s.components[static_cast<std::size_t>(u)].value;
     mine = apply(mine, value);
     return mine;
   }
   if (s.synchronization == VariableSynchronization::ON_READ) {
     if (r >= 0) {  // each replica its own component, no communication
-      s.components[static_cast<std::size_t>(r)] = apply(s.components[static_cast<std::size_t>(r)], value);
-      return s.components[static_cast<std::size_t>(r)];
+      s.components[static_cast<std::size_t>(r)].value = apply(s.components[static_cast<std::size_t>(r)].value, value);
+      return s.components[static_cast<std::size_t>(r)].value;
     }
     if (s.aggregation == VariableAggregation::SUM && kind != Update::kAssign) {
       throw InvalidArgumentError("SyncOnReadVariable " + quoted(s.name) + " does not support " + method +
@@ -221,19 +234,19 @@ Tensor Variable::update(Update kind, const Tensor& value) {
     const Tensor x = s.aggregation == VariableAggregation::SUM
                          ? (value / static_cast<double>(s.strategy->num_replicas_in_sync())).cast(value.dtype())
                          : value;
-    for (Tensor& c : s.components) c = apply(c, x);
+    for (State::Component& c : s.components) c.value = apply(c.value, x);
     return this->value();
   }
   // MirroredVariable.
   if (r < 0) {  // cross-replica: every component, aggregation ignored
-    for (Tensor& c : s.components) c = apply(c, value);
-    return s.components[0];
+    for (State::Component& c : s.components) c.value = apply(c.value, value);
+    return s.components[0].value;
   }
   if (s.aggregation == VariableAggregation::NONE) {
     // As current TF does: this replica's component only, no communication.
     // Keeping the copies identical is then the caller's part (every replica
     // applies the same all-reduced gradient, as a data-parallel step does).
-    Tensor& mine = s.components[static_cast<std::size_t>(r)];
+    Tensor& mine = s.components[static_cast<std::size_t>(r)].value;
     mine = apply(mine, value);
     return mine;
   }
@@ -253,18 +266,18 @@ Tensor Variable::update(Update kind, const Tensor& value) {
             aggregation == VariableAggregation::ONLY_FIRST_REPLICA
                 ? internal::StrategyAccess::broadcast_from_chief(strategy, values[0])
                 : strategy.reduce(aggregation == VariableAggregation::SUM ? ReduceOp::SUM : ReduceOp::MEAN, values);
-        for (Tensor& c : s.components) c = apply(c, combined);
+        for (State::Component& c : s.components) c.value = apply(c.value, combined);
       },
       value);
-  return s.components[static_cast<std::size_t>(r)];
+  return s.components[static_cast<std::size_t>(r)].value;
 }
 
 std::string Variable::to_string() const {
   const State& s = *state_;
-  if (s.strategy == nullptr) return "Variable(" + quoted(s.name) + ", " + s.components[0].to_string() + ")";
+  if (s.strategy == nullptr) return "Variable(" + quoted(s.name) + ", " + s.components[0].value.to_string() + ")";
   std::string out = is_mirrored() ? "MirroredVariable:{\n" : "SyncOnReadVariable:{\n";
   for (std::size_t i = 0; i < s.components.size(); ++i) {
-    out += "  " + std::to_string(i) + ": " + s.components[i].to_string() + (i + 1 < s.components.size() ? ",\n" : "\n");
+    out += "  " + std::to_string(i) + ": " + s.components[i].value.to_string() + (i + 1 < s.components.size() ? ",\n" : "\n");
   }
   return out + "}";
 }
