@@ -29,7 +29,10 @@
 #                   its look at the watch and its next MPI call (3 workers
 #                   on these 2 cores) finds both connections broken and MPI
 #                   meets its own first (worker 0 in 1 run of 8 of
-#                   kill_host with 3 hosts, 2026-12-05).
+#                   kill_host with 3 hosts, 2026-12-05). An attempt in
+#                   which Open MPI so ended every survivor (its own
+#                   messages say so) is made again, up to 5 in all; the
+#                   test fails if none shows a survivor raising.
 #   The hierarchical mode (2 workers per host, placed host by host: workers
 #   0 and 1 on host 0, 2 and 3 on host 1; each host's workers share its
 #   segment, and only workers 0 and 2 talk across hosts):
@@ -118,13 +121,24 @@ expect_blame() {
 # 20 s, a survivor raised UnavailableError, and every survivor raised
 # naming the victim within 1 s, except the workers listed, which may have
 # been ended without a word.
+# With may_race set (kill_host, kill_daemon), a job in which no survivor
+# raised because Open MPI's TCP transport saw the broken connection first
+# and ended every survivor (its "peer process has unexpectedly
+# disconnected") ends the attempt with status 3: the caller tries again.
 expect_end_after_kill() {
   local start=$SECONDS status
   wait "$job"
   status=$?
   [ "$status" -ne 0 ] || { show; fail "the job ended with status 0 after the kill"; }
   [ $((SECONDS - start)) -lt 20 ] || { show; fail "the job took $((SECONDS - start)) s to end"; }
-  grep -qE "^worker [0-9]+: UNAVAILABLE after" "$work/out" || { show; fail "no survivor raised UnavailableError"; }
+  if ! grep -qE "^worker [0-9]+: UNAVAILABLE after" "$work/out"; then
+    show
+    if [ -n "${may_race:-}" ] && grep -qE "peer process has unexpectedly disconnected|mca_btl_tcp_frag_(send|recv): .* failed" "$work/out"; then
+      echo "(attempt $attempt: every survivor was ended by Open MPI's TCP transport before it raised)"
+      exit 3
+    fi
+    fail "no survivor raised UnavailableError"
+  fi
   expect_blame 1000 "$@"
 }
 expect_no_segment() {
@@ -139,38 +153,55 @@ case $case in
     show
     [ "$status" -eq 0 ] || fail "the test suite across the hosts ended with status $status"
     ;;
-  link_down|kill_host|kill_daemon)
+  link_down)
     launch "$bin/multi_worker_fault" loop &
     job=$!
     wait_for 60 "$hosts" ": ready " || { show; fail "the workers did not start"; }
     expect_no_segment
     sleep 1
-    case $case in
-      link_down) ip -n "${tag}h1" link set eth0 down || fail "link down" ;;
-      kill_host|kill_daemon)
-        # kill_host: the worker only, not the daemon nor the launch agent's
-        # shell; kill_daemon: all of them at once (one kill(1), as a host's
-        # crash would: a worker that outlives its daemon by more than a few
-        # microseconds is ended by Open MPI itself, which closes its MPI
-        # connections before the process watch's, and a survivor may then
-        # be ended by Open MPI before it can raise).
+    ip -n "${tag}h1" link set eth0 down || fail "link down"
+    wait_for 20 $((hosts - 1)) ": (DEADLINE_EXCEEDED|UNAVAILABLE) after" || { show; fail "the other workers did not raise within 20 s"; }
+    expect_blame 5000
+    show
+    kill "$job" 2>/dev/null
+    ;;
+  kill_host|kill_daemon)
+    # kill_host: the worker only, not the daemon nor the launch agent's
+    # shell; kill_daemon: all of them at once (one kill(1), as a host's
+    # crash would: a worker that outlives its daemon by more than a few
+    # microseconds is ended by Open MPI itself, which closes its MPI
+    # connections before the process watch's, and a survivor may then be
+    # ended by Open MPI before it can raise).
+    # At least one survivor raised; any that did named worker 1; the others
+    # were ended by Open MPI first (see the cases above). When Open MPI
+    # ended every survivor first (each looked at the watch just before the
+    # kill, then met the broken MPI connection in its next MPI call; a
+    # worker descheduled between the two, as beside a busy process, opens
+    # that window wide), the attempt shows nothing of the library: it is
+    # made again, up to 5 times in all (beside a busy process, 4 of 22
+    # attempts with 2 hosts went so, 2026-12-07: Open MPI noticed the hang-up
+    # first, in its send or its receive).
+    may_race=1
+    for attempt in 1 2 3 4 5; do
+      (
+        launch "$bin/multi_worker_fault" loop &
+        job=$!
+        wait_for 60 "$hosts" ": ready " || { show; fail "the workers did not start"; }
+        expect_no_segment
+        sleep 1
         victims=()
         for pid in $(ip netns pids "${tag}h1"); do
           case $case:$(cat "/proc/$pid/comm" 2>/dev/null) in kill_daemon:*|kill_host:multi_worker*) victims+=("$pid") ;; esac
         done
         [ "${#victims[@]}" -gt 0 ] || { show; fail "no process of host 1 to kill"; }
         kill -9 "${victims[@]}"
-        # At least one survivor raised; any that did named worker 1; the
-        # others were ended by Open MPI first (see the cases above).
         expect_end_after_kill $(seq 0 $((hosts - 1)))
         show
-        echo "PASS ($case, $hosts hosts)"
-        exit 0 ;;
-    esac
-    wait_for 20 $((hosts - 1)) ": (DEADLINE_EXCEEDED|UNAVAILABLE) after" || { show; fail "the other workers did not raise within 20 s"; }
-    expect_blame 5000
-    show
-    kill "$job" 2>/dev/null
+      )
+      status=$?
+      [ "$status" -eq 3 ] || break
+    done
+    [ "$status" -eq 0 ] || { [ "$status" -eq 3 ] && fail "in 5 attempts, Open MPI ended every survivor before it raised"; exit "$status"; }
     ;;
   hier_collectives|hier_replicas|hier_uneven)
     replicas=1
