@@ -16,6 +16,17 @@
 //   BM_AllReduceInPlace/S/N  the same with the tensor handed over:
 //                         x = all_reduce(SUM, std::move(x)) on every replica
 //                         (donation: from 64 KiB up, reduced in place)
+//   BM_GradientStep/S     a training step's data flow on 2 replicas: each
+//                         writes its whole S-byte buffer (as a backward
+//                         pass writes its gradient), hands it to an
+//                         in-place all_reduce (wrapped, donated), then reads
+//                         the whole sum (as an optimizer does). Half of
+//                         every buffer crosses between the cores each way,
+//                         which BM_AllReduceInPlace (inputs already where
+//                         the sums were written) never shows
+//   BM_TwoThreadGradientStep/S  the same data flow without the library: two
+//                         threads, spinning barriers, the in-place halves
+//                         of BM_TwoThreadInPlace (the floor of the above)
 //   BM_ReduceKernel/<isa>/S  one thread running the library's in-place
 //                         reduction kernel for <isa> (collectives/
 //                         reduce_kernels.h: baseline, avx2, avx512) over
@@ -33,6 +44,7 @@
 #include <atomic>
 #include <barrier>
 #include <cstring>
+#include <memory>
 #include <span>
 #include <stdexcept>
 #include <string>
@@ -256,6 +268,105 @@ void BM_AllReduceInPlace(benchmark::State& state) {
   state.SetBytesProcessed(static_cast<std::int64_t>(state.iterations()) * state.range(0));
 }
 
+// The gradient's values of step `step` on replica `r` (exact in float).
+// Cheap to write (vectorized), so that the step is its memory traffic.
+inline float gradient_value(int r, std::int64_t step, std::size_t i) {
+  return static_cast<float>(2 * (r + 1) + static_cast<int>(i & 3U)) + static_cast<float>(step % 5);
+}
+// Reads every element (as an optimizer does), in 16 independent sums so
+// that the read is not bound by the latency of one chain of additions.
+inline float read_all(std::span<const float> d) {
+  float part[16] = {};
+  std::size_t i = 0;
+  for (; i + 16 <= d.size(); i += 16) {
+    for (std::size_t k = 0; k < 16; ++k) part[k] += d[i + k];
+  }
+  for (; i < d.size(); ++i) part[0] += d[i];
+  float total = 0;
+  for (const float p : part) total += p;
+  return total;
+}
+// The sum over 2 replicas of gradient_value.
+inline float gradient_sum(std::int64_t step, std::size_t i) {
+  return gradient_value(0, step, i) + gradient_value(1, step, i);
+}
+
+// Writes a gradient, all-reduces it in place, reads the sum: see the header.
+void BM_GradientStep(benchmark::State& state) {
+  const auto count = static_cast<std::size_t>(state.range(0)) / sizeof(float);
+  dist::MirroredStrategy strategy(cpus(2));
+  const auto iterations = state.max_iterations;
+  std::vector<std::string> problems(2);
+  strategy.run([&] {
+    dist::ReplicaContext* ctx = dist::get_replica_context();
+    const int r = ctx->replica_id_in_sync_group();
+    std::string& problem = problems[static_cast<std::size_t>(r)];
+    std::vector<float> g(count);
+    std::int64_t step = 0;
+    auto one_step = [&] {
+      for (std::size_t i = 0; i < count; ++i) g[i] = gradient_value(r, step, i);
+      // The wrap is the only owner of its buffer: donated, summed in place.
+      dist::Tensor x = dist::Tensor::wrap(dist::DType::kFloat32, dist::Shape{static_cast<std::int64_t>(count)},
+                                          g.data(), std::shared_ptr<const void>(g.data(), [](const void*) {}),
+                                          /*writable=*/true);
+      x = ctx->all_reduce(dist::ReduceOp::SUM, std::move(x));
+      const auto d = x.data<float>();
+      benchmark::DoNotOptimize(read_all(d));
+      if (problem.empty() && (d.data() != g.data() || d[count - 1] != gradient_sum(step, count - 1))) {
+        problem = "step " + std::to_string(step) + ": the sum is wrong or not in the buffer";
+      }
+      ++step;
+    };
+    for (int i = 0; i < kWarmup; ++i) one_step();
+    if (r == 0) {
+      for (auto _ : state) one_step();
+    } else {
+      for (benchmark::IterationCount i = 0; i < iterations; ++i) one_step();
+    }
+    for (std::size_t i = 0; i < count && problem.empty(); ++i) {
+      if (g[i] != gradient_sum(step - 1, i)) problem = "wrong sum at element " + std::to_string(i);
+    }
+  });
+  for (const std::string& problem : problems) {
+    if (!problem.empty()) {
+      state.SkipWithError(problem.c_str());
+      break;
+    }
+  }
+  state.SetBytesProcessed(static_cast<std::int64_t>(state.iterations()) * state.range(0));
+}
+
+// The same data flow between two bare threads: the floor of BM_GradientStep.
+void BM_TwoThreadGradientStep(benchmark::State& state) {
+  const auto count = static_cast<std::size_t>(state.range(0)) / sizeof(float);
+  std::vector<float> g0(count), g1(count);
+  distribute::bench::SpinBarrier barrier(2);
+  const auto iterations = state.max_iterations;
+  auto one_step = [&](int r, std::int64_t step) {
+    std::vector<float>& mine = r == 0 ? g0 : g1;
+    for (std::size_t i = 0; i < count; ++i) mine[i] = gradient_value(r, step, i);
+    barrier.arrive_and_wait();  // both written
+    const std::size_t lo = r == 0 ? 0 : count / 2, hi = r == 0 ? count / 2 : count;
+    for (std::size_t i = lo; i < hi; ++i) {
+      const float s = g0[i] + g1[i];
+      g0[i] = s;
+      g1[i] = s;
+    }
+    barrier.arrive_and_wait();  // both halves summed
+    benchmark::DoNotOptimize(read_all(mine));
+    barrier.arrive_and_wait();  // both read before the next step writes
+  };
+  std::int64_t steps = 0;
+  std::thread partner([&] {
+    for (benchmark::IterationCount i = 0; i < iterations + kWarmup; ++i) one_step(1, i);
+  });
+  for (int i = 0; i < kWarmup; ++i) one_step(0, steps++);
+  for (auto _ : state) one_step(0, steps++);
+  partner.join();
+  if (g0[count - 1] != gradient_sum(steps - 1, count - 1)) state.SkipWithError("wrong sum");
+  state.SetBytesProcessed(static_cast<std::int64_t>(state.iterations()) * state.range(0));
+}
+
 void sizes(benchmark::internal::Benchmark* b) {
   for (std::int64_t s : {4LL << 10, 256LL << 10, 4LL << 20, 64LL << 20}) b->Arg(s);
 }
@@ -276,6 +387,9 @@ BENCHMARK_CAPTURE(BM_ReduceKernel, avx512, distribute::internal::ReduceIsa::kAvx
 BENCHMARK(BM_AllReduce)->Apply(sizes_replicas)->UseRealTime();
 BENCHMARK(BM_AllReduceFibers)->Apply(sizes_replicas)->UseRealTime();
 BENCHMARK(BM_AllReduceInPlace)->Apply(sizes_replicas)->UseRealTime();
+// 104 KiB: the digits MLP's gradients (tools/train); 4 MiB.
+BENCHMARK(BM_TwoThreadGradientStep)->Arg(104 << 10)->Arg(4 << 20)->UseRealTime();
+BENCHMARK(BM_GradientStep)->Arg(104 << 10)->Arg(4 << 20)->UseRealTime();
 
 }  // namespace
 
