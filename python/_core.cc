@@ -35,6 +35,8 @@
 #include <vector>
 
 #include "distribute/distribute.h"
+#include "runtime/cpu_count.h"
+#include "runtime/spin_wait.h"
 
 namespace py = pybind11;
 namespace dist = distribute;
@@ -117,6 +119,13 @@ class PythonError : public std::exception {
 // kGilHandOff before sleeping as before.
 std::atomic<int> g_replica_gil_holders{0};
 thread_local int t_replica_depth = 0;  // replica functions running on this thread
+// How claim_gil_turn waits on this thread: with pause instructions while the
+// running strategy's replica threads fit the usable cores (the rule of the
+// library's own waits, ReplicaPool), else with sched_yield, which gives the
+// core to the thread holding the GIL when it shares this one. A yield is a
+// system call (about a microsecond on the machines measured): it made up
+// most of the cost of a small all_reduce from Python (BENCHMARKS.md).
+thread_local bool t_gil_wait_pauses = false;
 constexpr auto kGilHandOff = std::chrono::microseconds(30);
 
 // Counts this thread among the GIL's holders, claimed before taking it:
@@ -125,15 +134,27 @@ constexpr auto kGilHandOff = std::chrono::microseconds(30);
 // PyEval_RestoreThread behind this one and sleeping in the kernel (which
 // made a context switch of every other collective).
 void claim_gil_turn() {
-  const auto until = std::chrono::steady_clock::now() + kGilHandOff;
   int free = 0;
-  while (!g_replica_gil_holders.compare_exchange_weak(free, 1, std::memory_order_relaxed)) {
+  if (g_replica_gil_holders.compare_exchange_strong(free, 1, std::memory_order_relaxed)) return;
+  const auto until = std::chrono::steady_clock::now() + kGilHandOff;
+  for (;;) {
+    if (t_gil_wait_pauses) {
+      // A burst of pauses between looks (one look costs a clock read).
+      for (int i = 0; i < 16 && g_replica_gil_holders.load(std::memory_order_relaxed) != 0; ++i) {
+        dist::internal::cpu_relax();
+      }
+    } else {
+      std::this_thread::yield();
+    }
     free = 0;
+    if (g_replica_gil_holders.load(std::memory_order_relaxed) == 0 &&
+        g_replica_gil_holders.compare_exchange_weak(free, 1, std::memory_order_relaxed)) {
+      return;
+    }
     if (std::chrono::steady_clock::now() >= until) {
       g_replica_gil_holders.fetch_add(1, std::memory_order_relaxed);
       return;
     }
-    std::this_thread::yield();
   }
 }
 
@@ -142,6 +163,16 @@ void claim_gil_turn() {
 struct ReplicaGilHolder {
   ReplicaGilHolder() {
     ++t_replica_depth;
+    if (const dist::ReplicaContext* ctx = dist::get_replica_context(); ctx != nullptr) {
+      // The cores are counted once per thread and replica count (reading
+      // the affinity mask is a system call).
+      thread_local int counted_for = 0;
+      const int replicas = ctx->strategy().num_local_replicas();
+      if (replicas != counted_for) {
+        t_gil_wait_pauses = static_cast<unsigned>(replicas) <= dist::internal::usable_cores();
+        counted_for = replicas;
+      }
+    }
     claim_gil_turn();
   }
   ~ReplicaGilHolder() {
