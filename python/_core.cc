@@ -109,13 +109,14 @@ class PythonError : public std::exception {
 // waking a sleeping thread costs tens of microseconds on the machines
 // measured (BENCHMARKS.md), more than the Python between two collectives.
 // So a replica thread that leaves a collective while another replica
-// thread holds the GIL yields for up to kGilHandOff first, until that one
-// releases it, and then usually takes a free GIL without sleeping.
+// thread holds the GIL waits for up to kGilHandOff first (pausing, or
+// yielding: t_gil_wait_pauses below), until that one releases it, and then
+// usually takes a free GIL without sleeping.
 // g_replica_gil_holders counts the replica threads holding the GIL as this
 // module sees it, or about to take it: inside a replica function, less those
 // inside one of its calls that released the GIL (ReleaseGil, which every
 // binding uses). A thread whose Python code releases the GIL elsewhere
-// (numpy, torch, time.sleep) still counts: then the others yield the whole
+// (numpy, torch, time.sleep) still counts: then the others wait the whole
 // kGilHandOff before sleeping as before.
 std::atomic<int> g_replica_gil_holders{0};
 thread_local int t_replica_depth = 0;  // replica functions running on this thread
