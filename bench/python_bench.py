@@ -9,8 +9,12 @@ in the same run (bench/run_python_bench.sh runs it and the C++ reference).
               replica threads' idle spin window (DISTRIBUTE_IDLE_SPIN_US=0
               to compare with the base window of 50 us)
   all_reduce  from Python, 4 KiB, 4 MiB and 64 MiB float32 on 2 replicas, inside one
-              run (as all_reduce_bench's BM_AllReduce does), against the C++
-              figure passed in --cxx (microseconds per call)
+              run (as all_reduce_bench's BM_AllReduce does), against the same
+              loop in C++ on the same strategy's threads (the module's
+              _benchmark_all_reduce), the two alternating --pairs times:
+              the ratio is the median of each pair's (the host's speed
+              drifts within seconds); a C++ figure passed in --cxx (from
+              all_reduce_bench, the script) is printed beside it
   ctrl-c      a real SIGINT while run() waits for a replica busy in Python,
               and while the caller's replica waits in an all_reduce: the
               time from the signal to the KeyboardInterrupt in the caller
@@ -46,6 +50,7 @@ def main():
   parser.add_argument("--cases", default="wrap,run,run-after-work,all_reduce,ctrl-c",
                       help="which of wrap, run, run-after-work, all_reduce, ctrl-c (comma-separated)")
   parser.add_argument("--sizes", default="4096,4194304,67108864", help="all_reduce sizes in bytes")
+  parser.add_argument("--pairs", type=int, default=9, help="all_reduce: alternations of the C++ and the Python loop")
   args = parser.parse_args()
   cases = set(args.cases.split(","))
   results = []
@@ -92,15 +97,18 @@ def main():
         ctx.all_reduce("sum", x)
       timings[ctx.replica_id_in_sync_group] = (time.perf_counter() - start) / calls * 1e6
 
-    per_call = []
-    for _ in range(5):
+    python_us, cxx_us, ratios = [], [], []
+    for _ in range(args.pairs):
+      cxx_us.append(s._core._benchmark_all_reduce(size, calls))
       s.run(body)
-      per_call.append(timings[0])
-    us = statistics.median(per_call)
-    row = {"case": f"all_reduce {size} B, 2 replicas", "us": round(us, 1)}
+      python_us.append(timings[0])
+      ratios.append(python_us[-1] / cxx_us[-1])
+    row = {"case": f"all_reduce {size} B, 2 replicas", "us": round(statistics.median(python_us), 1),
+           "cxx_same_process_us": round(statistics.median(cxx_us), 1),
+           "ratio": round(statistics.median(ratios), 3),
+           "ratios": [round(r, 2) for r in ratios]}
     if str(size) in args.cxx:
       row["cxx_us"] = args.cxx[str(size)]
-      row["ratio"] = round(us / args.cxx[str(size)], 3)
     results.append(row)
   if "ctrl-c" in cases:
     results += ctrl_c_latency(s)

@@ -3,6 +3,9 @@
 # the C++ figures first (run_overhead_bench BM_RunVoid/2, all_reduce_bench
 # BM_AllReduce at 4 MiB and 64 MiB on 2 replicas), then bench/python_bench.py
 # with them as references. Needs a release build (cmake --build --preset release).
+# The all_reduce ratios are python_bench.py's own: the Python loop against
+# the same loop in C++ on the same strategy's threads, alternating in one
+# process (the all_reduce_bench figures are printed beside them).
 # Usage: bench/run_python_bench.sh   (ROUNDS=3 by default: the median of 3 C++ repetitions)
 #   INTERLEAVED=N: instead, N rounds of the 4 MiB and 64 MiB all_reduce
 #   only, each the C++ figure then the Python one right after it, so that

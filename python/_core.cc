@@ -940,6 +940,43 @@ PYBIND11_MODULE(_core, m) {
                call_replica_function(*f, r, from_main_thread);
              });
            })
+      // For bench/python_bench.py only: all_reduce_bench's BM_AllReduce loop
+      // in C++ on this strategy's own replica threads (every replica a
+      // float32 tensor of `bytes` holding r + 1, 3 untimed calls, then
+      // `calls` calls inside one run), so that the Python loop and its C++
+      // reference alternate in one process, milliseconds apart. Returns
+      // replica 0's microseconds per call.
+      .def("_benchmark_all_reduce",
+           [](dist::Strategy& s, std::int64_t bytes, int calls) {
+             if (bytes < 4 || bytes % 4 != 0 || calls < 1) {
+               throw dist::InvalidArgumentError("_benchmark_all_reduce: expected a positive multiple of 4 bytes and "
+                                                "at least one call, got " + std::to_string(bytes) + " bytes and " +
+                                                std::to_string(calls) + " calls");
+             }
+             const std::int64_t count = bytes / 4;
+             const float expected = static_cast<float>(s.num_replicas_in_sync() * (s.num_replicas_in_sync() + 1) / 2);
+             double us = 0;
+             Interruptible interruptible;
+             ReleaseGil nogil;
+             s.run([&] {
+               dist::ReplicaContext& ctx = dist::current_replica_context();
+               const dist::Tensor x(std::vector<float>(static_cast<std::size_t>(count),
+                                                       static_cast<float>(ctx.replica_id_in_sync_group() + 1)),
+                                    dist::Shape{count});
+               for (int i = 0; i < 3; ++i) (void)ctx.all_reduce(dist::ReduceOp::SUM, x);
+               const auto start = std::chrono::steady_clock::now();
+               for (int i = 0; i < calls; ++i) {
+                 const dist::Tensor sum = ctx.all_reduce(dist::ReduceOp::SUM, x);
+                 if (i == 0 && sum.data<float>()[static_cast<std::size_t>(count - 1)] != expected) {
+                   throw dist::InternalError("_benchmark_all_reduce: wrong sum");
+                 }
+               }
+               if (ctx.replica_id_in_sync_group() == 0) {
+                 us = std::chrono::duration<double, std::micro>(std::chrono::steady_clock::now() - start).count() / calls;
+               }
+             });
+             return us;
+           })
       .def("scope_enter", [](dist::Strategy& s) { return std::make_unique<ScopeHolder>(s); })
       .def("reduce",
            [](dist::Strategy& s, const std::string& op, std::vector<dist::Tensor> values, std::optional<int> axis,

@@ -292,6 +292,15 @@ def test_all_reduce_of_one_array_any_layout_and_its_errors(two):
     two.run(lambda: dist.get_replica_context().all_reduce("max", np.ones(3, np.float32)))
 
 
+def test_the_benchmark_hook_runs_the_cxx_loop_and_checks_its_input(two):
+  # bench/python_bench.py's C++ reference (_benchmark_all_reduce): the loop
+  # runs on the strategy's replicas and checks its first sum.
+  assert two._core._benchmark_all_reduce(256 << 10, 5) > 0
+  for bytes_, calls in ((6, 1), (0, 1), (4096, 0)):
+    with pytest.raises(errors.InvalidArgumentError, match="positive multiple of 4 bytes"):
+      two._core._benchmark_all_reduce(bytes_, calls)
+
+
 def test_arrays_wrapped_by_all_reduce_are_released(two):
   # The collective keeps its inputs for two calls; the last reference is
   # then dropped on a replica thread inside a wait, and the array released
