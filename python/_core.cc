@@ -121,17 +121,18 @@ class PythonError : public std::exception {
 std::atomic<int> g_replica_gil_holders{0};
 thread_local int t_replica_depth = 0;  // replica functions running on this thread
 // How claim_gil_turn waits on this thread: with pause instructions while the
-// running strategy's replica threads fit the usable cores (the rule of the
-// library's own waits, ReplicaPool), else with sched_yield, which gives the
-// core to the thread holding the GIL when it shares this one. A yield is a
-// system call (about a microsecond on the machines measured): it made up
-// most of the cost of a small all_reduce from Python (BENCHMARKS.md).
+// running strategy's replica threads (one per replica: Python strategies
+// keep threads) fit the usable cores, as the library's own waits decide,
+// else with sched_yield, which gives the core to the thread holding the GIL
+// when it shares this one. A yield is a system call (about a microsecond on
+// the machines measured): waiting with it cost a small all_reduce from
+// Python about 40 % more (BENCHMARKS.md, 2026-12-07).
 thread_local bool t_gil_wait_pauses = false;
 constexpr auto kGilHandOff = std::chrono::microseconds(30);
 
 // Counts this thread among the GIL's holders, claimed before taking it:
 // another replica thread taking the GIL at the same moment sees the claim
-// and yields, rather than finding the count still 0, blocking in
+// and waits, rather than finding the count still 0, blocking in
 // PyEval_RestoreThread behind this one and sleeping in the kernel (which
 // made a context switch of every other collective).
 void claim_gil_turn() {
@@ -972,7 +973,8 @@ PYBIND11_MODULE(_core, m) {
                  }
                }
                if (ctx.replica_id_in_sync_group() == 0) {
-                 us = std::chrono::duration<double, std::micro>(std::chrono::steady_clock::now() - start).count() / calls;
+                 const std::chrono::duration<double, std::micro> took = std::chrono::steady_clock::now() - start;
+                 us = took.count() / calls;
                }
              });
              return us;

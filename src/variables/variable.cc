@@ -26,11 +26,14 @@ struct Variable::State {
   // One per replica (one for an ordinary variable). Replica r's thread
   // touches only element r in replica context; cross-replica updates (and
   // merge_call's function, while the replicas wait) touch all of them.
-  // Each on cache lines of its own: a Tensor is not a multiple of 64 bytes,
-  // and replicas that read and assign their own components at the same
-  // moment (every replica's optimizer step) would otherwise pass the line
-  // they share between their cores at each access.
-  struct alignas(64) Component {
+  // Each on cache lines of its own (128 bytes: a pair of lines, which
+  // adjacent-line prefetchers fetch together): a Tensor is 112 bytes, and
+  // replicas that read and assign their own components at the same moment
+  // (every replica's optimizer step) would otherwise pass the line they
+  // share between their cores at each access. (Components that hold the
+  // same buffer, as all do after creation or a cross-replica assign, still
+  // share its reference count until each replica assigns its own.)
+  struct alignas(128) Component {
     Tensor value;
   };
   std::vector<Component> components;
@@ -220,8 +223,9 @@ Tensor Variable::update(Update kind, const Tensor& value) {
   }
   if (s.synchronization == VariableSynchronization::ON_READ) {
     if (r >= 0) {  // each replica its own component, no communication
-      s.components[static_cast<std::size_t>(r)].value = apply(s.components[static_cast<std::size_t>(r)].value, value);
-      return s.components[static_cast<std::size_t>(r)].value;
+      Tensor& mine = s.components[static_cast<std::size_t>(r)].value;
+      mine = apply(mine, value);
+      return mine;
     }
     if (s.aggregation == VariableAggregation::SUM && kind != Update::kAssign) {
       throw InvalidArgumentError("SyncOnReadVariable " + quoted(s.name) + " does not support " + method +
@@ -277,7 +281,8 @@ std::string Variable::to_string() const {
   if (s.strategy == nullptr) return "Variable(" + quoted(s.name) + ", " + s.components[0].value.to_string() + ")";
   std::string out = is_mirrored() ? "MirroredVariable:{\n" : "SyncOnReadVariable:{\n";
   for (std::size_t i = 0; i < s.components.size(); ++i) {
-    out += "  " + std::to_string(i) + ": " + s.components[i].value.to_string() + (i + 1 < s.components.size() ? ",\n" : "\n");
+    out += "  " + std::to_string(i) + ": " + s.components[i].value.to_string() +
+           (i + 1 < s.components.size() ? ",\n" : "\n");
   }
   return out + "}";
 }

@@ -122,9 +122,10 @@ expect_blame() {
 # naming the victim within 1 s, except the workers listed, which may have
 # been ended without a word.
 # With may_race set (kill_host, kill_daemon), a job in which no survivor
-# raised because Open MPI's TCP transport saw the broken connection first
-# and ended every survivor (its "peer process has unexpectedly
-# disconnected") ends the attempt with status 3: the caller tries again.
+# raised and Open MPI's TCP transport reported the broken connection itself
+# ("peer process has unexpectedly disconnected", or a failed send or
+# receive of its btl_tcp), having ended the survivors, ends the attempt with
+# status 3: the caller tries again.
 expect_end_after_kill() {
   local start=$SECONDS status
   wait "$job"
@@ -183,7 +184,12 @@ case $case in
     # first, in its send or its receive).
     may_race=1
     for attempt in 1 2 3 4 5; do
+      # Another attempt only while it fits in CTest's 150 s (one that works
+      # takes 5-10 s).
+      [ "$attempt" -eq 1 ] || [ "$SECONDS" -lt 90 ] || break
+      tried=$attempt
       (
+        : >"$work/out"  # not the last attempt's lines
         launch "$bin/multi_worker_fault" loop &
         job=$!
         wait_for 60 "$hosts" ": ready " || { show; fail "the workers did not start"; }
@@ -201,7 +207,7 @@ case $case in
       status=$?
       [ "$status" -eq 3 ] || break
     done
-    [ "$status" -eq 0 ] || { [ "$status" -eq 3 ] && fail "in 5 attempts, Open MPI ended every survivor before it raised"; exit "$status"; }
+    [ "$status" -eq 0 ] || { [ "$status" -eq 3 ] && fail "no survivor raised UnavailableError in $tried attempts (each showed Open MPI's own report of the broken connection, which a library that never raises would show too)"; exit "$status"; }
     ;;
   hier_collectives|hier_replicas|hier_uneven)
     replicas=1
