@@ -80,6 +80,9 @@ class WaitWord {
   explicit WaitWord(std::uint32_t initial = 0) : word_(initial) {}
 
   std::uint32_t load() const noexcept { return word_.load(std::memory_order_acquire); }
+  // Threads sleeping in the kernel on the word now (for tests: whether a
+  // wait has left its spin).
+  std::uint32_t sleepers() const noexcept { return sleepers_.load(std::memory_order_seq_cst); }
 
   // Stores `value` and wakes every sleeping waiter.
   void notify_value(std::uint32_t value) noexcept {

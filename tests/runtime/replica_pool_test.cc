@@ -1,6 +1,8 @@
 #include "runtime/replica_pool.h"
 
 #include <gtest/gtest.h>
+#include <pthread.h>
+#include <sched.h>
 
 #include <atomic>
 #include <chrono>
@@ -267,6 +269,57 @@ TEST(WaitWord, AsksOnceWhetherToSpinPastYieldAfterAndSleepsOnNo) {
   EXPECT_FALSE(word.wait_while_equal_until(3, plain, std::chrono::steady_clock::now() + std::chrono::milliseconds(2),
                                            &value));
   EXPECT_EQ(g_spin_questions.load(), 0);
+}
+
+bool keep_spinning() noexcept { return true; }
+
+TEST(WaitWord, AYieldThatRanAnotherThreadEndsTheSpin) {
+  // A 10 s window that yields after 1 us, on a CPU shared with a busy
+  // thread: a yield then runs the busy thread for far longer than
+  // SpinPolicy::kYieldedAway, and the wait leaves its spin for the kernel
+  // (it would otherwise yield for the whole window: the hook says go on).
+  cpu_set_t allowed;
+  CPU_ZERO(&allowed);
+  if (sched_getaffinity(0, sizeof(allowed), &allowed) != 0) GTEST_SKIP() << "sched_getaffinity failed";
+  std::size_t cpu = 0;
+  while (cpu < CPU_SETSIZE && !CPU_ISSET(cpu, &allowed)) ++cpu;
+  ASSERT_LT(cpu, std::size_t{CPU_SETSIZE});
+  cpu_set_t one;
+  CPU_ZERO(&one);
+  CPU_SET(cpu, &one);
+  std::atomic<bool> stop{false};
+  std::atomic<int> pinned{0};
+  auto pin_self = [&] {
+    if (pthread_setaffinity_np(pthread_self(), sizeof(one), &one) == 0) pinned.fetch_add(1);
+  };
+  std::thread busy([&] {
+    pin_self();
+    while (!stop.load(std::memory_order_relaxed)) {
+    }
+  });
+  WaitWord word(0);
+  SpinPolicy policy;
+  policy.spin_for = std::chrono::seconds(10);
+  policy.yield_after = microseconds(1);
+  policy.may_keep_spinning = &keep_spinning;
+  std::uint32_t value = 0;
+  std::thread waiter([&] {
+    pin_self();
+    (void)word.wait_while_equal_until(0, policy, std::chrono::steady_clock::now() + std::chrono::seconds(30), &value);
+  });
+  // Within 5 s (half the window) the waiter sleeps in the kernel.
+  const auto give_up = std::chrono::steady_clock::now() + std::chrono::seconds(5);
+  while (word.sleepers() == 0 && std::chrono::steady_clock::now() < give_up) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(1));
+  }
+  const std::uint32_t sleepers = word.sleepers();
+  word.notify_value(1);
+  waiter.join();
+  stop = true;
+  busy.join();
+  if (pinned.load() != 2) GTEST_SKIP() << "could not pin two threads to CPU " << cpu;
+  EXPECT_EQ(sleepers, 1u) << "the wait was still spinning after 5 s beside a busy thread on its CPU";
+  EXPECT_EQ(value, 1u);
 }
 
 TEST(ReplicaPool, ConcurrentCallersAreSerialized) {
