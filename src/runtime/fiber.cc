@@ -24,6 +24,7 @@
 #define DISTRIBUTE_TSAN_FIBERS 1
 #endif
 #if defined(__SANITIZE_ADDRESS__)
+#include <sanitizer/asan_interface.h>
 #include <sanitizer/common_interface_defs.h>
 #define DISTRIBUTE_ASAN_FIBERS 1
 #endif
@@ -177,6 +178,12 @@ void FiberThread::run(FunctionRef<void(int)> task) {
     f.local = nullptr;
 #if DISTRIBUTE_ASAN_FIBERS
     f.fake_stack = nullptr;  // the last run's was destroyed when it ended
+    // The stack is reused: the frames the last run's fiber left without
+    // returning (its entry, after the switch back) keep their redzones
+    // poisoned, and a frame of this run placed over them would be reported
+    // as an overflow (seen once: memcpy into a local array of the
+    // baseline reduction kernel, 8 bytes in). A fresh fiber's stack is clean.
+    ASAN_UNPOISON_MEMORY_REGION(f.stack->bottom(), f.stack->usable());
 #endif
 #if DISTRIBUTE_TSAN_FIBERS
     // A fresh TSan fiber per run, and the construction (which enters the
