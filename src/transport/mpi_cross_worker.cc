@@ -44,6 +44,7 @@
 #include "runtime/interrupt.h"
 #include "runtime/spin_wait.h"
 #include "transport/cross_worker.h"
+#include "transport/fault_point.h"
 #include "transport/peer_watch.h"
 #include "transport/shm_channel.h"
 #include "transport/wire.h"
@@ -749,11 +750,19 @@ class MpiCrossWorker final : public CrossWorker {
   // the channel: the workers of other hosts, waiting at another step, would
   // not learn of it otherwise.
   //
-  // Each step waits a tenth of the timeout longer than the one before, so
-  // that a stuck worker is named by the workers that wait for it directly
-  // (its host's, or the other leaders), and the others raise their report
-  // instead of naming the leader they wait for: the deadline of a worker
-  // that waits in the last step is up to a fifth of the timeout later.
+  // Each step waits a tenth of the timeout (the grace) longer than the one
+  // before, so that a stuck worker is named by the workers that wait for it
+  // directly (its host's, or the other leaders), and the others raise their
+  // report instead of naming the leader they wait for: the deadline of a
+  // worker that waits in the last step is up to a fifth of the timeout later.
+  // The leader is the exception in the last step: there it waits for its
+  // host's workers, which were past the host's sum before it began the
+  // leaders' one, so its deadline is the collective's own, or a grace from
+  // its arrival if that has passed. The other leaders, who may already wait
+  // for it in the next collective (whose deadline is a grace later than
+  // that collective's own, counted from after this leader's data reached
+  // them), then get its report naming the stuck worker before their own
+  // deadline, instead of naming the leader.
   void sum_across_hosts(const char* what, const Header& mine, const Sum& sum, Clock::time_point deadline,
                         FunctionRef<bool()> cancelled) {
     const std::size_t bytes = sum.count * sum.e;
@@ -768,10 +777,13 @@ class MpiCrossWorker final : public CrossWorker {
       if (leader_) sum_over(leaders_, what, mine, Sum{sum.dtype, sum.e, sum.out, sum.out, sum.count},
                             leaders_deadline, cancelled);
       if (host_ != nullptr) {
+        fault_point(FaultPoint::kBeforeHostHandOff);
         const Header handed{mine.generation, mine.seq, static_cast<std::uint32_t>(Op::kBroadcast), 0, bytes, 0};
         // (The others wait for the leader's network exchange: no spinning.)
         const ShmChannel::SpinFor spin(*host_, leader_ ? host_->spin() : Clock::duration::zero());
-        host_->broadcast(what, handed, sum.out, bytes, 0, extended(leaders_deadline, grace), cancelled);
+        const Clock::time_point hand_off_deadline =
+            leader_ ? std::max(deadline, extended(Clock::now(), grace)) : extended(leaders_deadline, grace);
+        host_->broadcast(what, handed, sum.out, bytes, 0, hand_off_deadline, cancelled);
       }
     } catch (...) {
       std::string reason = host_ != nullptr ? host_->broken() : std::string();

@@ -17,13 +17,17 @@
 //          (segment yes|no) pid <pid>", every worker runs an all_reduce every 2 ms
 //          for up to 60 s (collective timeout 3 s) until one raises; the
 //          network tests (tests/net/run_net.sh) cut a host's link or kill
-//          its processes meanwhile.
+//          its processes meanwhile. `loop stop_before_hand_off`: worker 1
+//          stops itself (SIGSTOP) in its 200th hierarchical all_reduce,
+//          past its host's sum and before it joins the hand-off of its
+//          leader's result (a window a signal from outside hits by chance).
 // A second argument `shared` makes the failing step's all_reduce an in-place
 // one of a 1 MiB block from experimental_allocate_shared (the segment's
 // in-place path, whose waits must end the same ways).
 // Worker 0 prints "worker 0: <ErrorType> after <ms> ms: <message>" (in loop
 // mode every worker does, <ms> counted from the start of the all_reduce that
 // raised).
+#include <atomic>
 #include <chrono>
 #include <csignal>
 #include <cstring>
@@ -38,6 +42,7 @@
 
 #include "distribute/distribute.h"
 #include "testing/shared_memory.h"
+#include "transport/fault_point.h"
 
 namespace dist = distribute;
 
@@ -45,11 +50,17 @@ namespace {
 
 using distribute::testing::segment_mapped;
 
-int loop() {
+int loop(bool stop_before_hand_off) {
   dist::MultiWorkerOptions options;
   options.communication.timeout_seconds = 3.0;
   dist::MultiWorkerMirroredStrategy strategy(options);
   const int w = strategy.worker_index();
+  if (stop_before_hand_off && w == 1) {
+    dist::internal::set_fault_hook(dist::internal::FaultPoint::kBeforeHostHandOff, [] {
+      static std::atomic<int> passes{0};
+      if (++passes == 200) std::raise(SIGSTOP);
+    });
+  }
   strategy.run([] { dist::get_replica_context()->all_reduce(dist::ReduceOp::SUM, dist::Tensor{1.f}); });
   std::cout << "worker " << w << ": ready (segment " << (segment_mapped() ? "yes" : "no") << ") pid " << ::getpid()
             << std::endl;
@@ -85,7 +96,7 @@ int main(int argc, char** argv) {
     std::cerr << "usage: multi_worker_fault throw|stuck|kill|kill_forked|exit|loop\n";
     return 2;
   }
-  if (mode == "loop") return loop();
+  if (mode == "loop") return loop(argc > 2 && std::string(argv[2]) == "stop_before_hand_off");
   const bool forked = mode == "kill_forked";
   const std::string mode_after_fork = forked ? "kill" : mode;
   dist::MultiWorkerOptions options;

@@ -15,6 +15,11 @@
 #     link_down     a host's link goes down mid-run: every other worker
 #                   raises DeadlineExceededError or UnavailableError naming
 #                   worker 1 within the 3 s collective deadline (+2 s)
+#     hier_stuck_hand_off  the same, with worker 1 stopping itself past its
+#                   host's sum and before it joins the hand-off of its
+#                   leader's result (its leader, waiting for it there, must
+#                   name it before the other leaders, already in the next
+#                   all_reduce, name the leader)
 #     kill_host     host 1's worker is killed (SIGKILL) mid-run
 #     kill_daemon   every process of host 1 is killed, Open MPI's daemon too
 #                   In both, the other workers raise UnavailableError
@@ -52,6 +57,11 @@
 #     hier_stuck    worker 1 stops (SIGSTOP) mid-run: every other worker
 #                   raises DeadlineExceededError or UnavailableError naming
 #                   worker 1 within the 3 s collective deadline (+2 s)
+#     hier_stuck_hand_off  the same, with worker 1 stopping itself past its
+#                   host's sum and before it joins the hand-off of its
+#                   leader's result (its leader, waiting for it there, must
+#                   name it before the other leaders, already in the next
+#                   all_reduce, name the leader)
 #     never_starts  worker 1 starts 6 s late (its program sleeps before
 #                   creating the strategy): worker 0 raises
 #                   DeadlineExceededError naming worker 1 by its 2 s
@@ -226,9 +236,11 @@ case $case in
     [ "$status" -ne 0 ] || fail "expected the job to end with a non-zero status after the mismatch broke the channel"
     [ "$(grep -c 'PASSED  \] 1 test\.' "$work/out")" -eq "$workers" ] || fail "expected $workers workers to pass the mismatch test"
     ;;
-  hier_kill_member|hier_kill_leader|hier_stuck)
+  hier_kill_member|hier_kill_leader|hier_stuck|hier_stuck_hand_off)
     [ "$case" = hier_kill_leader ] && victim=2
-    launch "$bin/multi_worker_fault" loop &
+    mode=()
+    [ "$case" = hier_stuck_hand_off ] && mode=(stop_before_hand_off)
+    launch "$bin/multi_worker_fault" loop "${mode[@]}" &
     job=$!
     wait_for 60 "$workers" ": ready " || { show; fail "the workers did not start"; }
     # Every host's workers share its segment.
@@ -236,8 +248,9 @@ case $case in
     sleep 1
     pid=$(sed -n "s/^worker $victim: ready (segment yes) pid \([0-9]*\)\$/\1/p" "$work/out")
     [ -n "$pid" ] || { show; fail "no pid of worker $victim"; }
-    if [ "$case" = hier_stuck ]; then
-      kill -STOP "$pid"
+    if [ "$case" = hier_stuck ] || [ "$case" = hier_stuck_hand_off ]; then
+      # (hier_stuck_hand_off: worker 1 stops itself in its 200th all_reduce.)
+      [ "$case" = hier_stuck ] && kill -STOP "$pid"
       wait_for 20 $((workers - 1)) ": (DEADLINE_EXCEEDED|UNAVAILABLE) after" ||
         { show; fail "the other workers did not raise within 20 s"; }
       expect_blame 5000
