@@ -16,8 +16,10 @@
 // the cluster's description from the environment; everything else takes its
 // result. (SlurmClusterResolver::from_environment() reads Slurm's variables
 // when the program asks for it; the DISTRIBUTE_REDUCE_ISA override of the
-// reduction kernels, and the launcher check and DISTRIBUTE_SHARED_MEMORY of
-// src/transport/, read their own variables.) reconcile_cluster() checks
+// reduction kernels, DISTRIBUTE_IDLE_SPIN_US of src/runtime/, and the
+// launcher check, DISTRIBUTE_SHARED_MEMORY, DISTRIBUTE_PROCESS_WATCH and
+// Open MPI's TCP interface selection of src/transport/, read their own
+// variables.) reconcile_cluster() checks
 // the environment against the communicator's rank and size at run time and
 // gives the worker's place in the cluster.
 //
@@ -185,7 +187,8 @@ using EnvironmentLookup = std::function<std::optional<std::string>(const std::st
 // from several threads but not while another thread calls setenv/putenv.
 std::optional<std::string> getenv_lookup(const std::string& name);
 
-// The one place the library reads the environment. Reads TF_CONFIG (through
+// The one place the library reads the cluster's description from the
+// environment (see the list above for the others). Reads TF_CONFIG (through
 // parse_tf_config(); an empty value is invalid JSON, as in TF) and the
 // launcher variables listed in Launcher. Raises InvalidArgumentError naming
 // the variable and its value when a rank or size is not a decimal integer,

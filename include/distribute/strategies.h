@@ -53,9 +53,6 @@ class OneDeviceStrategy : public Strategy {
   explicit OneDeviceStrategy(const std::string& device);
 };
 
-// The default strategy: what get_strategy() returns outside any scope. One
-// replica on the calling thread; reduce() returns plain values unchanged. A
-// process-wide singleton, usable from any thread.
 // How a MultiWorkerMirroredStrategy is set up. Every field is optional.
 struct MultiWorkerOptions {
   // This worker's devices, one replica each (like MirroredStrategy's list);
@@ -87,7 +84,10 @@ struct MultiWorkerOptions {
   // of MPI messages: the same results, deadlines and failure reports, and a
   // worker whose process ends is noticed within a millisecond. false, or
   // DISTRIBUTE_SHARED_MEMORY=0 in the environment, keeps MPI for everything.
-  // Workers on several hosts use MPI (no host-local stage yet).
+  // Workers on several hosts: all_reduce is hierarchical (each host's
+  // workers sum on their host's segment, one worker per host exchanges the
+  // sums over MPI, then hands the result to its host's); the other
+  // collectives use MPI.
   bool shared_memory = true;
 };
 
@@ -99,7 +99,8 @@ struct MultiWorkerOptions {
 // (experimental_local_results). Collectives and reduce() combine the local
 // replicas in shared memory, then the workers (through a shared-memory
 // segment when all are on one host, see MultiWorkerOptions::shared_memory,
-// else over MPI). Needs MPI with
+// else over MPI, with a host-local stage of all_reduce on each host that
+// has several workers). Needs MPI with
 // MPI_THREAD_SERIALIZED or higher (FailedPreconditionError otherwise); a
 // build without MPI raises UnimplementedError here.
 //
@@ -122,6 +123,10 @@ class MultiWorkerMirroredStrategy : public Strategy {
   ~MultiWorkerMirroredStrategy() override;
 };
 
+// The default strategy: what get_strategy() returns outside any scope. One
+// replica on the calling thread; reduce() returns plain values unchanged. A
+// process-wide singleton, usable from any thread (a child forked without
+// exec gets one of its own).
 Strategy& get_default_strategy();
 
 }  // namespace distribute

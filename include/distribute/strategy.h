@@ -248,11 +248,14 @@ class Strategy {
   // (above 64 KiB, every worker passing its block at the same offset)
   // copies nothing between the processes; each worker sums its share of the
   // elements straight from every worker's block (the same bits as the
-  // copying path). Elsewhere the blocks are ordinary memory, so that the
-  // same program runs on every strategy. Over the shared-memory transport
-  // this is a collective: every worker calls it in the same order as its
-  // other collectives, with the same size (InvalidArgumentError naming
-  // worker 0's size and the first that differs, on every worker).
+  // copying path). Across hosts (the hierarchical mode), a worker on a host
+  // with several workers gets its region of its host's segment: the host's
+  // sum is then copy-free, and the hosts' sums still travel over MPI. A
+  // worker alone on its host, and every other strategy, gets ordinary
+  // memory, so that the same program runs on every strategy. With several
+  // workers this is a collective: every worker calls it in the same order
+  // as its other collectives, with the same size (InvalidArgumentError
+  // naming worker 0's size and the first that differs, on every worker).
   // Cross-replica context only. The block is the replica's to read and
   // write between its calls (a donated call holds the only reference to its
   // wrap while it runs; drop the wrap before writing). After a call that

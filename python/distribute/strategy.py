@@ -150,7 +150,10 @@ class Strategy:
     replica per process on one host each lives in the host's shared memory,
     and an in-place all_reduce of them (above 64 KiB, when every worker
     passes its own at the same place) copies nothing between the processes.
-    Elsewhere they are ordinary arrays. With several workers every worker
+    Across hosts, a worker on a host with several workers gets its part of
+    its host's shared memory (the host's sum is copy-free; the hosts' sums
+    travel over MPI); a worker alone on its host, and every other strategy,
+    gets ordinary arrays. With several workers every worker
     calls it, in the same order and with the same shape and dtype. After an
     all_reduce that raised, an array's contents are unspecified (another
     worker may still be writing into it): leave it."""
@@ -351,7 +354,9 @@ class OneDeviceStrategy(Strategy):
 class MultiWorkerMirroredStrategy(Strategy):
   """M processes (launched by mpirun) x N local replicas. Workers that all
   run on one host exchange through a shared-memory segment unless
-  ``shared_memory=False`` (or DISTRIBUTE_SHARED_MEMORY=0): then MPI."""
+  ``shared_memory=False`` (or DISTRIBUTE_SHARED_MEMORY=0): then MPI. On
+  several hosts, all_reduce sums each host's workers on its segment and the
+  hosts' sums over MPI."""
 
   def __init__(self, local_devices=None, timeout_seconds=None, shared_memory=True):
     super().__init__(_core.MultiWorkerMirroredStrategy(list(local_devices or []), timeout_seconds,
@@ -465,8 +470,9 @@ class ReplicaContext:
     (writable numpy arrays or CPU torch tensors of a supported dtype).
     C-contiguous ones of at least 64 KiB on every replica of one worker are
     reduced in place; so is a single array of a worker with one local
-    replica across workers (without any copy between the processes when
-    every worker passes its block from ``experimental_allocate_shared``);
+    replica across workers (without any copy between the processes of a
+    host when every worker passes its block from
+    ``experimental_allocate_shared``);
     the others (smaller, strided, several across workers) get the result
     copied into them. Returns ``value``."""
     import numpy as np

@@ -757,12 +757,15 @@ class MpiCrossWorker final : public CrossWorker {
   // worker that waits in the last step is up to a fifth of the timeout later.
   // The leader is the exception in the last step: there it waits for its
   // host's workers, which were past the host's sum before it began the
-  // leaders' one, so its deadline is the collective's own, or a grace from
-  // its arrival if that has passed. The other leaders, who may already wait
-  // for it in the next collective (whose deadline is a grace later than
-  // that collective's own, counted from after this leader's data reached
-  // them), then get its report naming the stuck worker before their own
-  // deadline, instead of naming the leader.
+  // leaders' one, so each round of the hand-off waits until the
+  // collective's own deadline, or a grace from the round's start if that
+  // has passed. The other leaders, who may already wait for it in the next
+  // all_reduce (whose deadline is a grace later than that call's own,
+  // counted from after this leader's data reached them), then get its
+  // report naming the stuck worker before their own deadline, instead of
+  // naming the leader. (A next call of another kind, over every worker,
+  // waits for the stuck worker directly and names it, with this leader
+  // unless the report came first.)
   void sum_across_hosts(const char* what, const Header& mine, const Sum& sum, Clock::time_point deadline,
                         FunctionRef<bool()> cancelled) {
     const std::size_t bytes = sum.count * sum.e;
@@ -781,9 +784,11 @@ class MpiCrossWorker final : public CrossWorker {
         const Header handed{mine.generation, mine.seq, static_cast<std::uint32_t>(Op::kBroadcast), 0, bytes, 0};
         // (The others wait for the leader's network exchange: no spinning.)
         const ShmChannel::SpinFor spin(*host_, leader_ ? host_->spin() : Clock::duration::zero());
-        const Clock::time_point hand_off_deadline =
-            leader_ ? std::max(deadline, extended(Clock::now(), grace)) : extended(leaders_deadline, grace);
-        host_->broadcast(what, handed, sum.out, bytes, 0, hand_off_deadline, cancelled);
+        if (leader_) {
+          host_->broadcast(what, handed, sum.out, bytes, 0, deadline, cancelled, /*each_round_at_least=*/grace);
+        } else {
+          host_->broadcast(what, handed, sum.out, bytes, 0, extended(leaders_deadline, grace), cancelled);
+        }
       }
     } catch (...) {
       std::string reason = host_ != nullptr ? host_->broken() : std::string();

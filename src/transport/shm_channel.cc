@@ -22,6 +22,7 @@
 #include "core/dtype_dispatch.h"
 #include "core/reduce_kernels.h"
 #include "distribute/errors.h"
+#include "runtime/deadline.h"
 #include "runtime/interrupt.h"
 #include "runtime/spin_wait.h"
 
@@ -637,7 +638,8 @@ std::vector<std::vector<std::byte>> ShmChannel::all_gather(const char* what, con
 }
 
 void ShmChannel::broadcast(const char* what, const Header& mine, void* data, std::size_t bytes, int root,
-                           Clock::time_point deadline, FunctionRef<bool()> cancelled) {
+                           Clock::time_point deadline, FunctionRef<bool()> cancelled,
+                           Clock::duration each_round_at_least) {
   auto* d = static_cast<std::byte*>(data);
   const std::size_t rounds = std::max<std::size_t>(1, (bytes + slot_bytes_ - 1) / slot_bytes_);
   for (std::size_t r = 0; r < rounds; ++r) {
@@ -645,7 +647,10 @@ void ShmChannel::broadcast(const char* what, const Header& mine, void* data, std
     const std::size_t n = at < bytes ? std::min(slot_bytes_, bytes - at) : 0;
     const std::uint64_t b = next_barrier();
     if (rank_ == root && n > 0) std::memcpy(slot(rank_, b), d + at, n);
-    barrier(what, mine, deadline, cancelled);
+    const Clock::time_point round_deadline =
+        each_round_at_least > Clock::duration::zero() ? std::max(deadline, extended(Clock::now(), each_round_at_least))
+                                                      : deadline;
+    barrier(what, mine, round_deadline, cancelled);
     if (r == 0) check_headers_of(what, b);
     if (rank_ != root && n > 0) std::memcpy(d + at, slot(root, b), n);
   }

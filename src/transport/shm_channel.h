@@ -149,8 +149,12 @@ class ShmChannel {
   std::vector<std::vector<std::byte>> all_gather(const char* what, const Header& mine,
                                                  std::span<const std::byte> bytes, Clock::time_point deadline,
                                                  FunctionRef<bool()> cancelled);
+  // broadcast: with `each_round_at_least` > 0, each round's wait ends at
+  // `deadline` or that long after the round began, whichever is later (the
+  // hierarchical all_reduce's hand-off: mpi_cross_worker.cc).
   void broadcast(const char* what, const Header& mine, void* data, std::size_t bytes, int root,
-                 Clock::time_point deadline, FunctionRef<bool()> cancelled);
+                 Clock::time_point deadline, FunctionRef<bool()> cancelled,
+                 Clock::duration each_round_at_least = Clock::duration::zero());
 
   // One allocation's mapping: M regions of region_bytes, worker w's at
   // base + w * region_bytes; unmapped when the last reference goes.

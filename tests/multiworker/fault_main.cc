@@ -93,10 +93,17 @@ int main(int argc, char** argv) {
   const std::string mode = argc > 1 ? argv[1] : "";
   if (mode != "throw" && mode != "stuck" && mode != "kill" && mode != "kill_forked" && mode != "exit" &&
       mode != "loop") {
-    std::cerr << "usage: multi_worker_fault throw|stuck|kill|kill_forked|exit|loop\n";
+    std::cerr << "usage: multi_worker_fault throw|stuck|kill|kill_forked|exit [shared] | loop [stop_before_hand_off]\n";
     return 2;
   }
-  if (mode == "loop") return loop(argc > 2 && std::string(argv[2]) == "stop_before_hand_off");
+  if (mode == "loop") {
+    const std::string option = argc > 2 ? argv[2] : "";
+    if (!option.empty() && option != "stop_before_hand_off") {
+      std::cerr << "multi_worker_fault loop: expected no option or stop_before_hand_off, got " << option << "\n";
+      return 2;
+    }
+    return loop(option == "stop_before_hand_off");
+  }
   const bool forked = mode == "kill_forked";
   const std::string mode_after_fork = forked ? "kill" : mode;
   dist::MultiWorkerOptions options;

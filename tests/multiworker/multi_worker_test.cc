@@ -28,6 +28,7 @@
 #include "distribute/distribute.h"
 #include "strategy/strategy_access.h"
 #include "testing/shared_memory.h"
+#include "testing/forked_child.h"
 #include "testing/helpers.h"
 
 namespace distribute {
@@ -778,6 +779,8 @@ TEST(MultiWorker, TheHostsWorkersShareAMappedSegmentWithoutAName) {
 // (no departure or failure reaches the other workers on the parent's
 // behalf).
 TEST(MultiWorker, AForkedChildThatEndsLeavesTheJobAlone) {
+  // (Every worker skips alike: the sanitizer is the build's.)
+  DISTRIBUTE_SKIP_FORK_WITH_THREADS();
   MultiWorkerMirroredStrategy& s = strategy();
   s.run([] { get_replica_context()->all_reduce(ReduceOp::SUM, Tensor{1.f}); });
   auto iterator = std::make_unique<Dataset::Iterator>(

@@ -15,11 +15,6 @@
 #     link_down     a host's link goes down mid-run: every other worker
 #                   raises DeadlineExceededError or UnavailableError naming
 #                   worker 1 within the 3 s collective deadline (+2 s)
-#     hier_stuck_hand_off  the same, with worker 1 stopping itself past its
-#                   host's sum and before it joins the hand-off of its
-#                   leader's result (its leader, waiting for it there, must
-#                   name it before the other leaders, already in the next
-#                   all_reduce, name the leader)
 #     kill_host     host 1's worker is killed (SIGKILL) mid-run
 #     kill_daemon   every process of host 1 is killed, Open MPI's daemon too
 #                   In both, the other workers raise UnavailableError
