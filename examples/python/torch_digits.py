@@ -68,8 +68,9 @@ def train(strategy, epochs=15, batch_size=64, lr=0.1, seed=0, threads_per_replic
     ctx = dist.get_replica_context()
     local = ctx.replica_id_in_sync_group - strategy._core.worker_index * n
     model = models[local]
-    xb = torch.from_numpy(np.asarray(xb).copy()) if len(xb) else torch.zeros((0, 64))
-    yb = torch.from_numpy(np.asarray(yb).copy()) if len(yb) else torch.zeros((0,), dtype=torch.int64)
+    # The replica's slice as torch tensors without a copy (read only here).
+    xb = torch.from_dlpack(xb) if len(xb) else torch.zeros((0, 64))
+    yb = torch.from_dlpack(yb) if len(yb) else torch.zeros((0,), dtype=torch.int64)
     model.zero_grad(set_to_none=False)  # zeroed in place: the views stay
     loss = loss_fn(model(xb), yb) / batch_size if len(xb) else sum(p.sum() * 0 for p in model.parameters())
     loss.backward()

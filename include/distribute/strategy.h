@@ -72,7 +72,9 @@ class [[nodiscard]] StrategyScope {
 
  private:
   friend class Strategy;
-  explicit StrategyScope(Strategy& strategy);
+  // `method` names the call that enters the scope in the errors above
+  // ("run" for Strategy::run, which enters it too).
+  explicit StrategyScope(Strategy& strategy, std::string_view method = "scope");
   Strategy* strategy_;
 };
 
@@ -391,7 +393,7 @@ template <class F, class... Args>
 auto Strategy::run(F&& fn, const Args&... args) {
   // run() enters the strategy's scope, as TF's does; this raises the context
   // errors (inside a replica function, inside another strategy's scope).
-  StrategyScope in_scope(*this);
+  StrategyScope in_scope(*this, "run");
   std::size_t index = 0;
   (check_run_argument(args, index++), ...);
   using R = std::invoke_result_t<F&, decltype(internal::select_replica(0, args))...>;

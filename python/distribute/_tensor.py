@@ -142,7 +142,9 @@ def dlpack_array(value):
     try:
       return value.detach().numpy()
     except (TypeError, RuntimeError) as e:
-      raise InvalidArgumentError(f"expected a CPU torch tensor, got one numpy cannot view: {e}") from None
+      raise InvalidArgumentError(
+          f"expected a CPU torch tensor of one of the supported dtypes (float32, float64, int32, int64), got "
+          f"{getattr(value, 'dtype', '?')} on {getattr(value, 'device', '?')}: {e}") from None
   try:
     return np.from_dlpack(value)
   except (TypeError, RuntimeError, BufferError) as e:
@@ -175,6 +177,11 @@ def _repr(t):
     shown = repr(a[()]) if a.ndim == 0 else repr(a)
     return f"<tf.Tensor: shape={t.shape}, dtype={t.dtype}, numpy={shown}>"
   return t._to_string()
+
+
+def _str(t):
+  # TF's str() of an eager tensor: "tf.Tensor([5.], shape=(1,), dtype=float32)".
+  return "tf." + t._to_string() if _style["tf"] else t._to_string()
 
 
 def _numbers(t, what):
@@ -213,7 +220,7 @@ def _install():
   Tensor.numpy = _numpy_method
   Tensor.__array__ = lambda self, dtype=None: numpy(self) if dtype is None else numpy(self).astype(dtype)
   Tensor.__repr__ = _repr
-  Tensor.__str__ = lambda self: self._to_string()
+  Tensor.__str__ = _str
   for name, op in (("add", operator.add), ("sub", operator.sub), ("mul", operator.mul),
                    ("truediv", operator.truediv), ("floordiv", operator.floordiv), ("pow", operator.pow),
                    ("matmul", operator.matmul)):

@@ -12,6 +12,10 @@ class Error(Exception):
   """Base of every error of the distribute library (TF's OpError)."""
 
 
+# TF's name for the base, so that ``except tf.errors.OpError`` works.
+OpError = Error
+
+
 class CancelledError(Error):
   pass
 

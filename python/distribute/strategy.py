@@ -37,10 +37,6 @@ class Strategy:
     return self._core.num_replicas_in_sync
 
   @property
-  def extended(self):
-    return self
-
-  @property
   def worker_devices(self):
     return tuple(self._core.devices)
 
@@ -90,7 +86,17 @@ class Strategy:
       def body(r):
         results[r] = fn(*args, **kwargs)
 
-    self._core.run(body)
+    try:
+      self._core.run(body)
+    except FailedPreconditionError:
+      context = _core.replica_context()
+      if context is not None and context[2] == self._core.id:
+        # The C++ message names C++ calls; say it in Python's terms.
+        raise FailedPreconditionError(
+            f"Strategy.run: expected a call in cross-replica context, got one from the replica function of replica "
+            f"{context[0]} of {self!r}; a replica function cannot call run (use "
+            f"get_replica_context().merge_call(fn) for work in cross-replica context)") from None
+      raise
     return _regroup(results, self._core.id)
 
   # --- cross-replica ---
@@ -124,7 +130,7 @@ class Strategy:
     base = self._core.worker_index * n
     values = [value_fn(ValueContext(base + r, self.num_replicas_in_sync)) for r in range(n)]
     first = values[0]
-    if _nest.is_structure(first):
+    if any(_nest.is_structure(v) for v in values):
       for i, v in enumerate(values[1:], 1):
         _nest.assert_same_structure(first, v, where="the value function's result", a_name="replica 0's",
                                     b_name=f"replica {i}'s")
@@ -398,7 +404,8 @@ def _regroup(values, origin):
     return first
   if first is None and all(v is None for v in values):
     return None
-  if _nest.is_structure(first):
+  if any(_nest.is_structure(v) for v in values):
+    # Every replica against replica 0, also when replica 0's is a leaf.
     for i, v in enumerate(values[1:], 1):
       _nest.assert_same_structure(first, v, where="the result", a_name="replica 0's",
                                   b_name=f"replica {i}'s")

@@ -105,7 +105,7 @@ Strategy& get_strategy() {
 
 bool has_strategy() { return !get_strategy().is_default(); }
 
-StrategyScope::StrategyScope(Strategy& strategy) : strategy_(&strategy) {
+StrategyScope::StrategyScope(Strategy& strategy, std::string_view method) : strategy_(&strategy) {
   if (strategy.is_default()) {
     if (has_strategy()) {
       throw FailedPreconditionError("cannot enter the default strategy's scope inside the scope of " +
@@ -114,7 +114,7 @@ StrategyScope::StrategyScope(Strategy& strategy) : strategy_(&strategy) {
   } else if (has_strategy()) {
     // Re-entering the current strategy is allowed in cross-replica context;
     // anything else raises the error that names the fix.
-    strategy.require_cross_replica_or_default_context("scope");
+    strategy.require_cross_replica_or_default_context(method);
   }
   internal::push_mode({strategy_, nullptr});
 }

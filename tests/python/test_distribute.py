@@ -88,10 +88,22 @@ def test_an_unconsumed_dlpack_capsule_frees_its_tensor():
   assert alive() is None
 
 
-def test_non_contiguous_input_is_copied_once():
+def test_non_contiguous_input_is_copied_once(monkeypatch):
+  from distribute import _tensor
+  copies = []
+  contiguous = np.ascontiguousarray
+
+  def counting(a, *args, **kwargs):
+    copies.append(contiguous(a, *args, **kwargs))
+    return copies[-1]
+
+  monkeypatch.setattr(_tensor.np, "ascontiguousarray", counting)
   a = np.arange(20, dtype=np.float64).reshape(4, 5)[:, 1]
   t = dist.convert_to_tensor(a)
   np.testing.assert_array_equal(np.asarray(t), [1, 6, 11, 16])
+  # One copy, and the tensor wraps that copy itself (no second one).
+  assert len(copies) == 1
+  assert np.shares_memory(np.asarray(t), copies[0]) and not np.shares_memory(np.asarray(t), a)
 
 
 def test_python_numbers_and_lists_convert_as_tf_does():
@@ -100,12 +112,34 @@ def test_python_numbers_and_lists_convert_as_tf_does():
   assert dist.convert_to_tensor([[1., 2.], [3., 4.]]).shape == (2, 2)
 
 
-@pytest.mark.parametrize("bad", [np.zeros(3, dtype=np.float16), np.zeros(3, dtype=bool), np.zeros(3, dtype=np.uint8),
-                                 [b"text", 1], object()])
-def test_unsupported_values_raise_naming_the_supported_dtypes(bad):
-  with pytest.raises(errors.InvalidArgumentError) as e:
+SUPPORTED = r"float32, float64, int32, int64"
+
+
+@pytest.mark.parametrize("bad, message", [
+    (np.zeros(3, dtype=np.float16), SUPPORTED + r".*got dtype float16"),
+    (np.zeros(3, dtype=bool), SUPPORTED + r".*got dtype bool"),
+    (np.zeros(3, dtype=np.uint8), SUPPORTED + r".*got dtype uint8"),
+    ([b"text", 1], r"expected a rectangular \(non-ragged\) list of strings, got \[b'text', 1\]"),
+    (object(), r"expected a tensor, a numpy array, .* or a number, got object"),
+    ({1, 2}, r"expected a tensor, a numpy array, .* or a number, got set"),
+])
+def test_unsupported_values_raise_naming_the_supported_dtypes(bad, message):
+  with pytest.raises(errors.InvalidArgumentError, match=message):
     dist.convert_to_tensor(bad)
-  assert "float32" in str(e.value) or "expected a tensor" in str(e.value) or "list of strings" in str(e.value)
+
+
+def test_torch_tensors_of_other_dtypes_raise_naming_the_supported_ones():
+  torch = pytest.importorskip("torch")
+  with pytest.raises(errors.InvalidArgumentError, match=SUPPORTED + r"\), got torch.bfloat16"):
+    dist.convert_to_tensor(torch.zeros(3, dtype=torch.bfloat16))
+  with pytest.raises(errors.InvalidArgumentError, match=SUPPORTED + r".*got dtype float16"):
+    dist.convert_to_tensor(torch.zeros(3, dtype=torch.float16))
+
+
+def test_errors_have_tfs_base_name():
+  assert errors.OpError is errors.Error
+  with pytest.raises(errors.OpError):
+    dist.convert_to_tensor(object())
 
 
 def test_ragged_lists_raise():
@@ -218,8 +252,12 @@ def test_a_replica_exception_keeps_its_type_and_traceback_and_releases_the_other
 
 
 def test_run_inside_run_raises(two):
-  with pytest.raises(errors.FailedPreconditionError):
+  with pytest.raises(errors.FailedPreconditionError,
+                     match=r"Strategy.run: expected a call in cross-replica context, got one from the replica "
+                           r"function of replica [01] of .*merge_call"):
     two.run(lambda: two.run(lambda: 1))
+  # The strategy stays usable.
+  assert two.experimental_local_results(two.run(lambda: 7)) == (7, 7)
 
 
 def test_different_structures_on_replicas_raise(two):
@@ -229,6 +267,19 @@ def test_different_structures_on_replicas_raise(two):
 
   with pytest.raises(ValueError, match="replica 1"):
     two.run(step)
+
+
+@pytest.mark.parametrize("first, second", [(np.float32(1), {"a": 1}), ({"a": 1}, np.float32(1)),
+                                           ([1], (1,)), ({"a": 1}, {"b": 1})])
+def test_a_leaf_against_a_structure_on_replicas_raises(two, first, second):
+  def step():
+    return first if dist.get_replica_context().replica_id_in_sync_group == 0 else second
+
+  with pytest.raises(ValueError, match="expected the same nested structure in replica 0's and replica 1's value"):
+    two.run(step)
+  with pytest.raises(ValueError, match="replica 1's"):
+    two.experimental_distribute_values_from_function(lambda ctx: first if ctx.replica_id_in_sync_group == 0
+                                                     else second)
 
 
 def test_values_of_another_strategy_are_refused(two):
@@ -459,10 +510,21 @@ def test_map_tuple_elements_unpack_and_errors_propagate():
 
   with pytest.raises(KeyError, match="in the pipeline"):
     list(dist.data.Dataset.range(3).map(bad))
-  with pytest.raises(errors.InvalidArgumentError):
+  with pytest.raises(errors.InvalidArgumentError,
+                     match=r"Dataset.map: an element component is not a supported tensor: .*got object"):
     list(dist.data.Dataset.range(3).map(lambda v: object()))
+  with pytest.raises(errors.InvalidArgumentError, match=r"Dataset.from_tensor_slices: .*got set"):
+    dist.data.Dataset.from_tensor_slices({1, 2})
   # Text is a string tensor, as in TF.
   assert [t.numpy() for t in dist.data.Dataset.range(2).map(lambda v: "text")] == [b"text", b"text"]
+
+
+def test_next_after_the_end_of_a_dataset_raises_stop_iteration_again():
+  it = iter(dist.data.Dataset.range(2))
+  assert [int(next(it)), int(next(it))] == [0, 1]
+  for _ in range(2):  # the end stays the end
+    with pytest.raises(StopIteration):
+      next(it)
 
 
 def test_distributed_dataset_iteration_protocol(two):

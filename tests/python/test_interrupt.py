@@ -1,8 +1,8 @@
 """Ctrl-C (a real SIGINT) while run() or a collective or get_next waits:
 KeyboardInterrupt in the caller, the replicas released, nothing lost, and
-the strategy usable afterwards. The bound asserted is loose (5 s, against
-replica loops that would run for 30 s); the latency itself is measured by
-bench/python_bench.py."""
+the strategy usable afterwards. The bound asserted is the issue's 1 s
+(against replica loops that would run for 30 s; bench/python_bench.py
+measures the latency itself: about 50 ms at most)."""
 
 import os
 import signal
@@ -15,7 +15,7 @@ import pytest
 import distribute as dist
 
 LOOP_SECONDS = 30.0  # how long a replica busy-waits when nothing interrupts it
-BOUND_SECONDS = 5.0
+BOUND_SECONDS = 1.0
 
 
 @pytest.fixture(scope="module")
@@ -115,6 +115,26 @@ def test_ctrl_c_while_get_next_waits_loses_no_element():
   assert time.monotonic() - start < BOUND_SECONDS
   release.set()
   assert [int(x) for x in it] == [0, 1, 2, 3, 4]
+
+
+def test_ctrl_c_while_a_distributed_iterator_waits(two):
+  release = threading.Event()
+
+  def slow(x):
+    if int(x) == 0:
+      release.wait(LOOP_SECONDS)  # on the pipeline's thread
+    return x
+
+  ds = dist.data.Dataset.range(8).map(slow).batch(4).prefetch(1)
+  it = iter(two.experimental_distribute_dataset(ds))
+  timer = sigint_after(0.2)
+  start = time.monotonic()
+  with pytest.raises(KeyboardInterrupt):
+    next(it)
+  timer.join()
+  assert time.monotonic() - start - 0.2 < BOUND_SECONDS
+  release.set()
+  still_works(two)
 
 
 def test_ctrl_c_with_a_handler_that_does_not_raise_lets_run_finish(two):

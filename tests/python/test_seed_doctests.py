@@ -53,3 +53,25 @@ def test_the_kept_copy_matches_the_seed():
   want = [(e.source, e.want) for e in parser.get_examples(text)]
   got = [(e.source, e.want) for e in parser.get_examples(kept)]
   assert got == want
+
+
+def test_tensors_print_as_tfs_under_compat_tf():
+  import numpy as np
+  from distribute.compat import tf
+  t = tf.constant(np.array([5.], np.float32))
+  assert repr(t) == "<tf.Tensor: shape=(1,), dtype=float32, numpy=array([5.], dtype=float32)>"
+  assert str(t) == "tf.Tensor([5.], shape=(1,), dtype=float32)"
+  assert tf.errors.OpError is tf.errors.Error
+
+
+def test_the_example_script_prints_the_five_outputs():
+  """examples/python/seed_examples.py, run as a user would: its output is
+  the five examples' expected output, in order."""
+  import subprocess
+  import sys
+  script = SOURCE / "examples" / "python" / "seed_examples.py"
+  out = subprocess.run([sys.executable, str(script)], capture_output=True, text=True, timeout=120, check=True).stdout
+  text, _ = seed_examples()
+  wants = [e.want for e in doctest.DocTestParser().get_examples(text) if e.want]
+  assert len(wants) == 5
+  assert out.split() == " ".join(wants).split()

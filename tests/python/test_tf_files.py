@@ -36,7 +36,7 @@ def test_string_tensors_convert_print_and_compare_as_tf():
   t = tf.constant([b"alpha", "b\n"])
   assert t.dtype == "string" and t.shape == (2,)
   assert repr(t) == "<tf.Tensor: shape=(2,), dtype=string, numpy=array([b'alpha', b'b\\n'], dtype=object)>"
-  assert str(t) == "Tensor([b'alpha' b'b\\n'], shape=(2,), dtype=string)"
+  assert str(t) == "tf.Tensor([b'alpha' b'b\\n'], shape=(2,), dtype=string)"
   assert tf.constant("h\u00e9").numpy() == "h\u00e9".encode("utf-8")  # str is UTF-8, as tf.constant
   assert repr(tf.constant(b"x")) == "<tf.Tensor: shape=(), dtype=string, numpy=b'x'>"
   assert t.numpy().tolist() == [b"alpha", b"b\n"]

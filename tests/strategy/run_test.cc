@@ -174,7 +174,8 @@ TEST_P(RunTest, NestedRunOfTheSameStrategyRaises) {
     strategy().run([this] { strategy().run([] {}); });
     FAIL() << "expected FailedPreconditionError";
   } catch (const FailedPreconditionError& e) {
-    EXPECT_THAT(e.message(), HasSubstr("requires being in cross-replica context"));
+    // The message names the call made (run), not the scope it enters.
+    EXPECT_THAT(e.message(), HasSubstr("Strategy::run requires being in cross-replica context"));
     EXPECT_THAT(e.message(), HasSubstr("merge_call"));
   }
 }
@@ -190,6 +191,7 @@ TEST_P(RunTest, RunOfAnotherStrategyInsideAReplicaFunctionRaises) {
   }
   const std::string msg = message_of<FailedPreconditionError>([&] { strategy().run([&] { other.run([] {}); }); });
   EXPECT_THAT(msg, HasSubstr("Mixing different tf.distribute.Strategy objects"));
+  EXPECT_THAT(msg, HasSubstr("Strategy::run of " + other.to_string()));
 }
 
 TEST_P(RunTest, ContextIsRestoredAfterRunAndAfterFailure) {
