@@ -1,4 +1,5 @@
-"""tf.distribute.experimental pieces: saving on preemption.
+"""tf.distribute.experimental pieces: saving on preemption, and the
+collectives' options (CommunicationOptions).
 
 PreemptionCheckpointHandler (TF's tf.distribute.experimental
 .PreemptionCheckpointHandler, the C++ distribute/preemption.h): built over a
@@ -23,6 +24,40 @@ import threading
 import numpy as np
 
 from .errors import FailedPreconditionError, InvalidArgumentError
+
+class CommunicationImplementation:
+  """TF's tf.distribute.experimental.CommunicationImplementation. This
+  library's collectives are its own, on CPUs: AUTO and RING choose them,
+  NCCL (GPUs) is refused."""
+  AUTO = "AUTO"
+  RING = "RING"
+  NCCL = "NCCL"
+
+
+class CommunicationOptions:
+  """TF's tf.distribute.experimental.CommunicationOptions, for
+  MultiWorkerMirroredStrategy(communication_options=...) and a collective's
+  ``options``: ``timeout_seconds`` bounds every wait on another worker (None:
+  the strategy's default). ``bytes_per_pack`` is accepted and has no effect:
+  the tensors of one call always travel as one pack."""
+
+  def __init__(self, bytes_per_pack=0, timeout_seconds=None, implementation=CommunicationImplementation.AUTO):
+    if isinstance(bytes_per_pack, bool) or not isinstance(bytes_per_pack, int) or bytes_per_pack < 0:
+      raise InvalidArgumentError(f"CommunicationOptions: expected bytes_per_pack to be a non-negative int, got "
+                                 f"{bytes_per_pack!r}")
+    if timeout_seconds is not None and (isinstance(timeout_seconds, bool) or
+                                        not isinstance(timeout_seconds, (int, float)) or not timeout_seconds > 0):
+      raise InvalidArgumentError(f"CommunicationOptions: expected timeout_seconds to be None or a positive number, "
+                                 f"got {timeout_seconds!r}")
+    if implementation not in (CommunicationImplementation.AUTO, CommunicationImplementation.RING):
+      raise InvalidArgumentError(f"CommunicationOptions: expected implementation AUTO or RING (this library's CPU "
+                                 f"collectives), got {implementation!r}")
+    self.bytes_per_pack, self.timeout_seconds, self.implementation = bytes_per_pack, timeout_seconds, implementation
+
+  def __repr__(self):
+    return (f"CommunicationOptions(bytes_per_pack={self.bytes_per_pack}, timeout_seconds={self.timeout_seconds}, "
+            f"implementation={self.implementation})")
+
 
 RUN_CALLS_NAME = "checkpointed_runs"
 _RESTART_CODE = 42

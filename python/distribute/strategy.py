@@ -364,7 +364,28 @@ class MultiWorkerMirroredStrategy(Strategy):
   several hosts, all_reduce sums each host's workers on its segment and the
   hosts' sums over MPI."""
 
-  def __init__(self, local_devices=None, timeout_seconds=None, shared_memory=True):
+  def __init__(self, cluster_resolver=None, communication_options=None, *, local_devices=None, timeout_seconds=None,
+               shared_memory=True):
+    """TF's arguments first: ``cluster_resolver`` must be None (the workers
+    are mpirun's processes; TF_CONFIG, if set, names the chief), and
+    ``communication_options`` (experimental.CommunicationOptions) may give
+    the timeout. Then this library's: ``local_devices`` (default one CPU
+    replica), ``timeout_seconds`` (the same timeout; not both) and
+    ``shared_memory``."""
+    from .experimental import CommunicationOptions
+    if cluster_resolver is not None:
+      raise InvalidArgumentError(f"MultiWorkerMirroredStrategy: expected cluster_resolver=None (the workers are the "
+                                 f"processes mpirun starts), got {type(cluster_resolver).__name__}")
+    if communication_options is not None:
+      if not isinstance(communication_options, CommunicationOptions):
+        raise InvalidArgumentError(f"MultiWorkerMirroredStrategy: expected communication_options to be an "
+                                   f"experimental.CommunicationOptions, got {type(communication_options).__name__}")
+      if communication_options.timeout_seconds is not None:
+        if timeout_seconds is not None and timeout_seconds != communication_options.timeout_seconds:
+          raise InvalidArgumentError(
+              f"MultiWorkerMirroredStrategy: expected one timeout, got timeout_seconds={timeout_seconds} and "
+              f"communication_options.timeout_seconds={communication_options.timeout_seconds}")
+        timeout_seconds = communication_options.timeout_seconds
     super().__init__(_core.MultiWorkerMirroredStrategy(list(local_devices or []), timeout_seconds,
                                                        bool(shared_memory)))
 

@@ -22,7 +22,9 @@ import distribute as dist
 
 mode = sys.argv[1]
 shared_memory = len(sys.argv) < 3 or sys.argv[2] != "mpi" or mode == "preempt"  # "mpi": shared_memory=False
-s = dist.MultiWorkerMirroredStrategy(timeout_seconds=20, shared_memory=shared_memory)
+# TF's way to give the timeout (CommunicationOptions), and this library's option.
+s = dist.MultiWorkerMirroredStrategy(
+    communication_options=dist.experimental.CommunicationOptions(timeout_seconds=20), shared_memory=shared_memory)
 w = s._core.worker_index
 out = s.run(lambda: dist.get_replica_context().all_reduce("sum", np.array([w + 1.0], np.float32)))
 ds = dist.data.Dataset.range(8).batch(4)

@@ -519,6 +519,52 @@ def test_map_tuple_elements_unpack_and_errors_propagate():
   assert [t.numpy() for t in dist.data.Dataset.range(2).map(lambda v: "text")] == [b"text", b"text"]
 
 
+def test_gather_concatenates_the_replicas_values_as_tf(two):
+  out = two.run(lambda: np.full((1, 2), dist.get_replica_context().replica_id_in_sync_group, np.float32))
+  np.testing.assert_array_equal(np.asarray(two.gather(out, axis=0)), [[0, 0], [1, 1]])
+  np.testing.assert_array_equal(np.asarray(two.gather(out, axis=1)), [[0, 0, 1, 1]])
+  nested = two.gather({"a": out, "b": (out,)}, axis=0)
+  np.testing.assert_array_equal(np.asarray(nested["b"][0]), [[0, 0], [1, 1]])
+
+
+@pytest.mark.parametrize("kwargs, message", [
+    ({"cluster_resolver": object()}, r"expected cluster_resolver=None .*got object"),
+    ({"communication_options": {"timeout_seconds": 5}}, r"expected communication_options to be an .*got dict"),
+    ({"communication_options": dist.experimental.CommunicationOptions(timeout_seconds=5), "timeout_seconds": 6},
+     r"expected one timeout, got timeout_seconds=6 and communication_options.timeout_seconds=5"),
+])
+def test_multi_worker_strategy_takes_tfs_arguments_and_refuses_bad_ones(kwargs, message):
+  # (Refused before any MPI start-up; the accepted forms run under mpirun:
+  # multi_worker_script.py.)
+  with pytest.raises(errors.InvalidArgumentError, match=message):
+    dist.MultiWorkerMirroredStrategy(**kwargs)
+
+
+@pytest.mark.parametrize("kwargs, message", [
+    ({"bytes_per_pack": -1}, r"expected bytes_per_pack to be a non-negative int, got -1"),
+    ({"timeout_seconds": 0}, r"expected timeout_seconds to be None or a positive number, got 0"),
+    ({"implementation": "NCCL"}, r"expected implementation AUTO or RING .*got 'NCCL'"),
+])
+def test_communication_options_refuse_bad_values(kwargs, message):
+  with pytest.raises(errors.InvalidArgumentError, match=message):
+    dist.experimental.CommunicationOptions(**kwargs)
+
+
+def test_communication_options_bound_a_collective(two):
+  options = dist.experimental.CommunicationOptions(timeout_seconds=0.3)
+
+  def step():
+    ctx = dist.get_replica_context()
+    if ctx.replica_id_in_sync_group == 1:
+      time.sleep(1.5)  # late, past replica 0's deadline
+    return ctx.all_reduce("sum", np.ones(2, np.float32), options=options)
+
+  start = time.monotonic()
+  with pytest.raises(errors.DeadlineExceededError):
+    two.run(step)
+  assert time.monotonic() - start < 10
+
+
 def test_next_after_the_end_of_a_dataset_raises_stop_iteration_again():
   it = iter(dist.data.Dataset.range(2))
   assert [int(next(it)), int(next(it))] == [0, 1]

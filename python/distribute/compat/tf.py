@@ -67,7 +67,9 @@ distribute = _types.SimpleNamespace(
     DistributedValues=_dist.DistributedValues,
     experimental=_types.SimpleNamespace(ValueContext=_dist.ValueContext,
                                         PreemptionCheckpointHandler=_dist.experimental.PreemptionCheckpointHandler,
-                                        TerminationConfig=_dist.experimental.TerminationConfig),
+                                        TerminationConfig=_dist.experimental.TerminationConfig,
+                                        CommunicationOptions=_dist.experimental.CommunicationOptions,
+                                        CommunicationImplementation=_dist.experimental.CommunicationImplementation),
 )
 data = _types.SimpleNamespace(Dataset=_dist.data.Dataset, AUTOTUNE=_dist.data.AUTOTUNE,
                               INFINITE_CARDINALITY=_dist.data.INFINITE_CARDINALITY,
