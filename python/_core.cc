@@ -1094,6 +1094,7 @@ PYBIND11_MODULE(_core, m) {
       .def_property_readonly("trainable", &dist::Variable::trainable)
       .def_property_readonly("is_mirrored", &dist::Variable::is_mirrored)
       .def_property_readonly("is_sync_on_read", &dist::Variable::is_sync_on_read)
+      .def_property_readonly("num_components", &dist::Variable::num_components)
       .def("value", &dist::Variable::value, py::call_guard<ReleaseGil>())
       .def("values", &dist::Variable::values, py::call_guard<ReleaseGil>())
       .def("assign", &dist::Variable::assign, py::call_guard<ReleaseGil>())

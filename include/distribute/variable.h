@@ -102,7 +102,9 @@ class Variable {
 
   // The strategy whose replicas hold the components (TF's
   // distribute_strategy); nullptr for an ordinary variable.
-  Strategy* distributed_strategy() const noexcept;
+  // FailedPreconditionError once that strategy was destroyed (so do value()
+  // and the updates: a distributed variable lives with its strategy).
+  Strategy* distributed_strategy() const;
 
   struct State;
 

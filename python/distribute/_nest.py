@@ -1,6 +1,11 @@
 """Nested structures as TF's ``nest`` sees them: tuples (namedtuples
 included), lists and dicts (in sorted key order) hold leaves; anything else
-is a leaf."""
+is a leaf.
+
+Mismatched structures raise errors.InvalidArgumentError (a ValueError, as
+TF's nest raises)."""
+
+from .errors import InvalidArgumentError
 
 
 def is_structure(x, lists=True):
@@ -28,10 +33,15 @@ def _flatten(x, lists, out):
 def pack_as(structure, leaves, lists=True):
   """``structure`` with its leaves replaced, in order, by ``leaves``."""
   it = iter(leaves)
-  out = _pack(structure, it, lists)
+  try:
+    out = _pack(structure, it, lists)
+  except StopIteration:
+    raise InvalidArgumentError(f"pack_as: expected as many leaves as the structure {describe(structure, lists)} "
+                               f"has, got fewer") from None
   rest = list(it)
   if rest:
-    raise ValueError(f"pack_as: {len(rest)} leaves left over")
+    raise InvalidArgumentError(f"pack_as: expected as many leaves as the structure {describe(structure, lists)} "
+                               f"has, got {len(rest)} more")
   return out
 
 
@@ -49,7 +59,8 @@ def _pack(s, it, lists):
 
 def map_structure(fn, *structures, lists=True):
   """fn applied to the corresponding leaves of ``structures`` (which must
-  have the same structure; else ValueError naming the first difference)."""
+  have the same structure; else InvalidArgumentError naming the first
+  difference)."""
   first = structures[0]
   for other in structures[1:]:
     assert_same_structure(first, other, lists)
@@ -70,7 +81,7 @@ def describe(x, lists=True):
 def assert_same_structure(a, b, lists=True, where="", a_name="the first", b_name="the second"):
   difference = _difference(a, b, lists, where or "the value")
   if difference is not None:
-    raise ValueError(f"expected the same nested structure in {a_name} and {b_name} value: {difference}")
+    raise InvalidArgumentError(f"expected the same nested structure in {a_name} and {b_name} value: {difference}")
 
 
 def _difference(a, b, lists, path):

@@ -33,7 +33,7 @@ def convert(value, dtype=None):
     if dtype is not None and value.dtype != dtype_name(dtype):
       if value.dtype == "string" or dtype_name(dtype) == "string":
         raise InvalidArgumentError(f"cannot convert a tensor of dtype {value.dtype} to {dtype_name(dtype)}")
-      return convert(np.asarray(value).astype(dtype))
+      return convert(_checked_cast(np.asarray(value), dtype))
     return value
   strings = _strings_of(value)
   if strings is not None or (dtype is not None and dtype_name(dtype) == "string"):
@@ -44,7 +44,7 @@ def convert(value, dtype=None):
     return _core.strings(*strings)
   array = _as_array(value)
   if dtype is not None and array.dtype != np.dtype(dtype):
-    array = array.astype(dtype)
+    array = _checked_cast(array, dtype)
   if array.dtype.byteorder not in ("=", "|") and array.dtype.newbyteorder("=") in _NUMPY_DTYPES:
     array = array.astype(array.dtype.newbyteorder("="))  # one copy into native byte order
   if array.dtype not in _NUMPY_DTYPES:
@@ -53,6 +53,24 @@ def convert(value, dtype=None):
   if not array.flags.c_contiguous:
     array = np.ascontiguousarray(array)  # the one copy, for strided input
   return _core.wrap(array)
+
+
+def _checked_cast(array, dtype):
+  """``array`` as ``dtype``, refusing a conversion that changes a value
+  where TF's does: to an integer dtype, every value must be a whole number
+  within its range (1.5 or 2**31 to int32 raise). Conversions to a float
+  dtype round as TF's do."""
+  target = np.dtype(dtype)
+  if target not in _NUMPY_DTYPES:
+    raise InvalidArgumentError(
+        f"expected a dtype of the supported ones ({', '.join(SUPPORTED)}), got {target}")
+  with np.errstate(invalid="ignore", over="ignore"):
+    cast = array.astype(target)
+    exact = target.kind == "f" or np.array_equal(cast.astype(array.dtype), array)
+  if not exact:
+    bad = array.reshape(-1)[np.flatnonzero(cast.reshape(-1).astype(array.dtype) != array.reshape(-1))[0]]
+    raise InvalidArgumentError(f"expected values representable as {target}, got {bad!r} (of dtype {array.dtype})")
+  return cast
 
 
 def dtype_name(dtype):

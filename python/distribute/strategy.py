@@ -145,6 +145,7 @@ class Strategy:
     if isinstance(value, (DistributedValues, Variable)):
       return tuple(value.values)  # a variable's components (one for an ordinary one)
     if _nest.is_structure(value) and any(isinstance(v, DistributedValues) for v in _nest.flatten(value)):
+      self._check_values(value, "Strategy.experimental_local_results")
       n = self._core.num_local_replicas
       return tuple(_select(value, r) for r in range(n))
     return (value,)
@@ -244,6 +245,12 @@ class StrategyExtended:
     tuple)."""
     kwargs = kwargs or {}
     results = []
+    components = var._core.num_components if hasattr(var, "_core") else None
+    for leaf in _nest.flatten((args, kwargs)):
+      if isinstance(leaf, DistributedValues) and components is not None and len(leaf) != components:
+        raise InvalidArgumentError(f"StrategyExtended.update: expected {components} values per distributed argument "
+                                   f"(one per component of variable '{var.name}'), got {len(leaf)}")
+    self._strategy._check_values((args, kwargs), "StrategyExtended.update")
 
     def call(r):
       results.append(fn(var, *[_select(a, r) for a in args], **{k: _select(v, r) for k, v in kwargs.items()}))
@@ -489,9 +496,29 @@ class ReplicaContext:
       result = _core.all_reduce_array(op, value, timeout)
       if result is not None:
         return result
+    self._check_same_structure(value, "all_reduce")
     leaves = _nest.flatten(value)
     tensors = [convert(v) for v in leaves]
     return _nest.pack_as(value, _core.all_reduce(op, tensors, timeout))
+
+  def _check_same_structure(self, value, what):
+    """InvalidArgumentError on every replica unless all passed the same
+    nested structure (lengths, keys, kinds): one small all_gather of a
+    checksum of its description, for structured values only (as the C++
+    API's structure overloads). A bare array or tensor needs none: a
+    structure on another replica makes a different collective call there,
+    which the collective names."""
+    if self._num_replicas == 1 or not _nest.is_structure(value):
+      return
+    import zlib
+    description = _nest.describe(value)
+    mine = np.array([zlib.crc32(description.encode())], np.int64)
+    everyone = np.asarray(_core.all_gather([_core.wrap(mine)], 0)[0])
+    others = [r for r, h in enumerate(everyone.tolist()) if h != everyone[0]]
+    if others:
+      raise InvalidArgumentError(
+          f"ReplicaContext.{what}: expected every replica to pass replica 0's nested structure, got a different one "
+          f"from replica(s) {others} (replica {self._replica_id}'s: {description}, '.' for a tensor)")
 
   def all_reduce_in_place(self, reduce_op, value, options=None):
     """all_reduce that writes the sums into the given arrays themselves
@@ -514,6 +541,7 @@ class ReplicaContext:
         raise InvalidArgumentError(f"all_reduce_in_place: expected writable arrays or tensors, got "
                                    f"{type(a).__name__}")
     timeout = getattr(options, "timeout_seconds", None)
+    self._check_same_structure(value, "all_reduce_in_place")
     if self._num_replicas == 1:
       # The sum over one replica is its value; only the dtype is checked,
       # as every other case does.
@@ -534,6 +562,7 @@ class ReplicaContext:
     return value
 
   def all_gather(self, value, axis, options=None):
+    self._check_same_structure(value, "all_gather")
     leaves = _nest.flatten(value)
     return _nest.pack_as(value, _core.all_gather([convert(v) for v in leaves], int(axis)))
 

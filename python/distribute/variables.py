@@ -47,6 +47,10 @@ class Variable:
     self._core = _core.Variable(convert(initial_value, dtype), name,
                                 _name_of(synchronization, VariableSynchronization),
                                 _name_of(aggregation, VariableAggregation), trainable)
+    # A distributed variable keeps its strategy alive, as TF's does (its
+    # _distribute_strategy): the C++ strategy must outlive its variables.
+    from .strategy import get_strategy, has_strategy
+    self._distribute_strategy = get_strategy() if has_strategy() else None
 
   name = property(lambda self: self._core.name)
   trainable = property(lambda self: self._core.trainable)

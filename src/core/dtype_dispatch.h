@@ -4,7 +4,10 @@
 // operation); callers that support strings test for it first.
 #pragma once
 
+#include <cmath>
 #include <cstdint>
+#include <limits>
+#include <type_traits>
 
 #include "distribute/types.h"
 
@@ -23,6 +26,25 @@ decltype(auto) dispatch_dtype(DType dtype, F&& f, const char* what = "this opera
     case DType::kString: throw_not_numeric(dtype, what);
   }
   return f(float{});  // unreachable: every enumerator is handled above
+}
+
+// `x` as a To, defined for every value: a float that is NaN becomes 0 and
+// one beyond To's range its nearest end (static_cast is undefined there);
+// an integer narrowed wraps around in two's complement; everything else is
+// static_cast.
+template <class To, class From>
+To convert_number(From x) {
+  if constexpr (std::is_integral_v<To> && std::is_floating_point_v<From>) {
+    if (std::isnan(x)) return To{0};
+    // -2^63 and 2^63 (2^31) are exact in float and double; max() may not be.
+    constexpr From lo = static_cast<From>(std::numeric_limits<To>::min());
+    constexpr From hi = -lo;
+    if (x <= lo) return std::numeric_limits<To>::min();
+    if (x >= hi) return std::numeric_limits<To>::max();
+    return static_cast<To>(x);
+  } else {
+    return static_cast<To>(x);
+  }
 }
 
 }  // namespace distribute::internal

@@ -164,11 +164,28 @@ const char* binary_op_name(BinaryOp op) {
 
 template <class T>
 T apply(BinaryOp op, T x, T y) {
-  switch (op) {
-    case BinaryOp::kAdd: return x + y;
-    case BinaryOp::kSub: return x - y;
-    case BinaryOp::kMul: return x * y;
-    case BinaryOp::kDiv: return x / y;
+  if constexpr (std::is_integral_v<T>) {
+    // Integers wrap around in two's complement, as TF's (the overflow of
+    // signed arithmetic is undefined in C++: computed in unsigned).
+    using U = std::make_unsigned_t<T>;
+    switch (op) {
+      case BinaryOp::kAdd: return static_cast<T>(static_cast<U>(x) + static_cast<U>(y));
+      case BinaryOp::kSub: return static_cast<T>(static_cast<U>(x) - static_cast<U>(y));
+      case BinaryOp::kMul: return static_cast<T>(static_cast<U>(x) * static_cast<U>(y));
+      case BinaryOp::kDiv:
+        // (Integer operator/ is true division, in float64: not reached
+        // with integers, kept defined for any caller.)
+        if (y == 0) throw InvalidArgumentError("integer division by zero");
+        if (y == -1) return static_cast<T>(U{0} - static_cast<U>(x));  // min / -1 wraps to min
+        return x / y;
+    }
+  } else {
+    switch (op) {
+      case BinaryOp::kAdd: return x + y;
+      case BinaryOp::kSub: return x - y;
+      case BinaryOp::kMul: return x * y;
+      case BinaryOp::kDiv: return x / y;
+    }
   }
   return T{};
 }
@@ -544,7 +561,7 @@ T Tensor::item() const {
       dtype_,
       [&](auto zero) {
         using U = decltype(zero);
-        return static_cast<T>(data<U>()[0]);
+        return internal::convert_number<T>(data<U>()[0]);
       },
       "Tensor::item");
 }
@@ -615,7 +632,7 @@ Tensor Tensor::cast(DType dtype) const {
       using To = decltype(to_zero);
       auto in = data<From>();
       To* o = static_cast<To*>(out);
-      for (std::size_t i = 0; i < in.size(); ++i) o[i] = static_cast<To>(in[i]);
+      for (std::size_t i = 0; i < in.size(); ++i) o[i] = internal::convert_number<To>(in[i]);
     });
   });
   return result;

@@ -264,13 +264,26 @@ DistributedIterator::~DistributedIterator() {
   impl_->prefetcher.reset();  // stop the thread before the source it reads
 }
 
+namespace {
+
+void require_not_moved_from(const void* impl, const char* method) {
+  if (impl == nullptr) {
+    throw FailedPreconditionError(std::string(method) + ": expected an iterator, got a moved-from one (its state "
+                                  "went to the iterator it was moved into)");
+  }
+}
+
+}  // namespace
+
 std::optional<PerReplica<Element>> DistributedIterator::get_next_as_optional() {
   internal::require_outside_replica_function("DistributedIterator::get_next_as_optional");
+  require_not_moved_from(impl_.get(), "DistributedIterator::get_next_as_optional");
   return impl_->next();
 }
 
 PerReplica<Element> DistributedIterator::get_next() {
   internal::require_outside_replica_function("DistributedIterator::get_next");
+  require_not_moved_from(impl_.get(), "DistributedIterator::get_next");
   std::optional<PerReplica<Element>> step = impl_->next();
   if (!step.has_value()) throw OutOfRangeError("End of sequence");
   return std::move(*step);
@@ -298,6 +311,18 @@ DistributedIterator DistributedDataset::make_iterator() const {
 
 std::vector<PerReplica<Tensor>> regroup(const PerReplica<Element>& step) {
   const std::size_t components = step.primary().size();
+  // Every replica's element must have replica 0's structure (a dataset
+  // function of distribute_datasets_from_function may make any).
+  for (std::size_t r = 1; r < step.values().size(); ++r) {
+    const Element& e = step.values()[r];
+    if (e.size() != components || e.is_tuple() != step.primary().is_tuple()) {
+      auto form = [](const Element& x) {
+        return x.is_tuple() ? "a tuple of " + std::to_string(x.size()) + " components" : std::string("one tensor");
+      };
+      throw InvalidArgumentError("regroup: expected every replica's element to have replica 0's structure, " +
+                                 form(step.primary()) + ", got " + form(e) + " from replica " + std::to_string(r));
+    }
+  }
   std::vector<PerReplica<Tensor>> out;
   out.reserve(components);
   for (std::size_t c = 0; c < components; ++c) {

@@ -1,5 +1,7 @@
 // Dataset sources and iteration entry points.
 #include <algorithm>
+#include <cstdint>
+#include <limits>
 #include <string>
 #include <utility>
 
@@ -160,14 +162,16 @@ class RangeNode final : public DatasetNode {
      public:
       It(std::int64_t start, std::int64_t stop, std::int64_t step) : next_(start), stop_(stop), step_(step) {}
       std::optional<Element> next() override {
-        if (step_ > 0 ? next_ >= stop_ : next_ <= stop_) return std::nullopt;
+        if (done_ || (step_ > 0 ? next_ >= stop_ : next_ <= stop_)) return std::nullopt;
         const std::int64_t v = next_;
-        next_ += step_;
+        // A step past the int64 range ends the range (it would pass stop).
+        done_ = __builtin_add_overflow(next_, step_, &next_);
         return Element(Tensor(v));
       }
 
      private:
       std::int64_t next_, stop_, step_;
+      bool done_ = false;
     };
     return std::make_unique<It>(start_, stop_, step_);
   }
@@ -175,10 +179,15 @@ class RangeNode final : public DatasetNode {
     return "Range(" + std::to_string(start_) + ", " + std::to_string(stop_) + ", " + std::to_string(step_) + ")";
   }
   std::int64_t cardinality() const override {
-    // ceil((stop - start) / step) when positive (step is never 0).
-    const std::int64_t span = step_ > 0 ? stop_ - start_ : start_ - stop_;
-    const std::int64_t stride = step_ > 0 ? step_ : -step_;
-    return span <= 0 ? 0 : (span + stride - 1) / stride;
+    // ceil((stop - start) / step) when positive (step is never 0), in
+    // unsigned arithmetic: the span of two int64 values may exceed int64.
+    if (step_ > 0 ? stop_ <= start_ : stop_ >= start_) return 0;
+    const auto u = [](std::int64_t x) { return static_cast<std::uint64_t>(x); };
+    const std::uint64_t span = step_ > 0 ? u(stop_) - u(start_) : u(start_) - u(stop_);
+    const std::uint64_t stride = step_ > 0 ? u(step_) : std::uint64_t{0} - u(step_);
+    const std::uint64_t count = (span - 1) / stride + 1;
+    return count > u(std::numeric_limits<std::int64_t>::max()) ? std::numeric_limits<std::int64_t>::max()
+                                                                 : static_cast<std::int64_t>(count);
   }
   std::optional<ElementSpec> static_element_spec() const override {
     return ElementSpec{{TensorSpec{DType::kInt64, {}}}, false};
@@ -275,13 +284,28 @@ Dataset::Iterator::Iterator(Iterator&&) noexcept = default;
 Dataset::Iterator& Dataset::Iterator::operator=(Iterator&&) noexcept = default;
 Dataset::Iterator::~Iterator() = default;
 
+namespace {
+
+void require_not_moved_from(const void* impl, const char* method) {
+  if (impl == nullptr) {
+    throw FailedPreconditionError(std::string(method) + ": expected an iterator, got a moved-from one (its state "
+                                  "went to the iterator it was moved into)");
+  }
+}
+
+}  // namespace
+
 Element Dataset::Iterator::get_next() {
+  require_not_moved_from(impl_.get(), "Dataset::Iterator::get_next");
   std::optional<Element> e = impl_->next_interruptible();
   if (!e.has_value()) throw OutOfRangeError("End of sequence");
   return std::move(*e);
 }
 
-std::optional<Element> Dataset::Iterator::get_next_as_optional() { return impl_->next_interruptible(); }
+std::optional<Element> Dataset::Iterator::get_next_as_optional() {
+  require_not_moved_from(impl_.get(), "Dataset::Iterator::get_next_as_optional");
+  return impl_->next_interruptible();
+}
 
 Dataset::Iterator Dataset::make_iterator() const { return Iterator(node_->make_iterator()); }
 

@@ -95,11 +95,17 @@ Tensor Strategy::reduce(ReduceOp op, const PerReplica<Tensor>& value, std::optio
 
 Tensor Strategy::reduce(ReduceOp op, const Mirrored<Tensor>& value, std::optional<int> axis) {
   require_cross_replica_or_default_context("reduce");
+  check_origin(value.origin(), call_name(op));
+  if (value.values().size() != devices_.size()) {
+    throw InvalidArgumentError(call_name(op) + ": expected a Mirrored with one value per replica (" +
+                               std::to_string(devices_.size()) + " for " + to_string() + "), got " +
+                               std::to_string(value.values().size()) + " values");
+  }
   for (const Tensor& v : value.values()) internal::check_numeric(v, "Strategy::reduce");
   // As TF's MirroredStrategy: MEAN returns the value itself; SUM reduces
   // the copies like any distributed value (N times the value).
   if (!axis.has_value() && (op == ReduceOp::MEAN || num_replicas_in_sync() == 1)) return value.primary();
-  return reduce(op, PerReplica<Tensor>(value.values()), axis);
+  return reduce(op, PerReplica<Tensor>(value.values(), internal::ProducedBy{value.origin()}), axis);
 }
 
 Tensor Strategy::reduce(ReduceOp op, const Tensor& value, std::optional<int> axis) {

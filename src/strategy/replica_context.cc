@@ -123,7 +123,16 @@ std::vector<Tensor> ReplicaContext::all_gather(const std::vector<Tensor>& values
   const auto deadline = internal::deadline_for(strategy_->communication_options_.merge(options));
   if (values.empty()) throw InvalidArgumentError("ReplicaContext::all_gather: expected at least one tensor, got none");
   const int a = internal::normalize_gather_axis(values[0], axis, "ReplicaContext::all_gather");
-  for (const Tensor& t : values) internal::normalize_gather_axis(t, axis, "ReplicaContext::all_gather");
+  for (const Tensor& t : values) {
+    // One axis for the whole call: a negative one names the same dimension
+    // of every tensor only when they have one rank.
+    if (internal::normalize_gather_axis(t, axis, "ReplicaContext::all_gather") != a) {
+      throw InvalidArgumentError("ReplicaContext::all_gather: expected tensors of one rank with the negative axis " +
+                                 std::to_string(axis) + ", got ranks " + std::to_string(values[0].rank()) + " and " +
+                                 std::to_string(t.rank()) + "; gather them in separate calls or give the axis from "
+                                 "the front");
+    }
+  }
   if (strategy_->num_replicas_in_sync() == 1) return values;
   return strategy_->collectives_->all_gather(replica_id_, values, a, deadline);
 }
@@ -166,12 +175,18 @@ std::shared_ptr<void> ReplicaContext::merge_call_erased(
 Tensor Strategy::gather(const PerReplica<Tensor>& value, int axis) {
   require_cross_replica_or_default_context("gather");
   check_origin(value.origin(), "Strategy::gather");
+  if (value.values().size() != devices_.size()) {
+    throw InvalidArgumentError("Strategy::gather: expected a PerReplica with one value per replica (" +
+                               std::to_string(devices_.size()) + " for " + to_string() + "), got " +
+                               std::to_string(value.values().size()) + " values");
+  }
   const int a = internal::normalize_gather_axis(value.values()[0], axis, "Strategy::gather");
   return gather_over_workers(internal::concat_along_axis(value.values(), a, "Strategy::gather", "replica"), a);
 }
 
 Tensor Strategy::gather(const Mirrored<Tensor>& value, int axis) {
-  return gather(PerReplica<Tensor>(value.values()), axis);
+  // (Keeps where the values came from: another strategy's are refused.)
+  return gather(PerReplica<Tensor>(value.values(), internal::ProducedBy{value.origin()}), axis);
 }
 
 Tensor Strategy::gather(const Tensor& value, int axis) {

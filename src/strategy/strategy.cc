@@ -11,6 +11,7 @@
 #include "core/mutex.h"
 #include "runtime/replica_pool.h"
 #include "strategy/context.h"
+#include "strategy/strategy_access.h"
 #include "transport/cross_worker.h"
 
 namespace distribute {
@@ -80,6 +81,9 @@ std::uint64_t next_strategy_id() {
 struct StrategyNames {
   internal::Mutex mutex;
   std::map<std::uint64_t, std::string> by_id GUARDED_BY(mutex);
+  // The liveness flags handed out (StrategyAccess::liveness), of living
+  // strategies only.
+  std::map<std::uint64_t, std::shared_ptr<std::atomic<bool>>> alive GUARDED_BY(mutex);
 };
 // Never destroyed (a child's exit may come while it was being updated at
 // the fork), and held across every fork (pthread_atfork), so that a child
@@ -200,6 +204,26 @@ Strategy::~Strategy() {
   internal::MutexLock lock(names.mutex);
   auto it = names.by_id.find(id_);
   if (it != names.by_id.end()) it->second += ", destroyed";
+  if (auto flag = names.alive.find(id_); flag != names.alive.end()) {
+    flag->second->store(false, std::memory_order_release);
+    names.alive.erase(flag);
+  }
+}
+
+std::shared_ptr<const std::atomic<bool>> internal::StrategyAccess::liveness(const Strategy& s) {
+  StrategyNames& names = strategy_names();
+  internal::MutexLock lock(names.mutex);
+  std::shared_ptr<std::atomic<bool>>& flag = names.alive[s.id()];
+  if (flag == nullptr) flag = std::make_shared<std::atomic<bool>>(true);
+  return flag;
+}
+
+std::string internal::StrategyAccess::name_of(std::uint64_t id) {
+  StrategyNames& names = strategy_names();
+  internal::MutexLock lock(names.mutex);
+  auto it = names.by_id.find(id);
+  return (it != names.by_id.end() ? it->second : std::string("an unknown strategy")) + " (strategy #" +
+         std::to_string(id) + ")";
 }
 
 void Strategy::check_origin(std::uint64_t origin, const std::string& what) const {

@@ -3,7 +3,9 @@
 // One narrow door instead of befriending each of those classes.
 #pragma once
 
+#include <atomic>
 #include <cstdint>
+#include <memory>
 #include <string>
 
 #include "distribute/strategy.h"
@@ -37,6 +39,14 @@ class StrategyAccess {
   static std::string text_from_chief(Strategy& s, const std::string& text, const char* what) {
     return s.text_from_chief(text, what);
   }
+  // A flag that is true while `s` lives and false from its destruction on,
+  // for objects that keep a pointer to it and may outlive it (variables):
+  // they check it before using the pointer. (A later strategy may live at
+  // the same address: the flag, not the address, says which one is meant.)
+  static std::shared_ptr<const std::atomic<bool>> liveness(const Strategy& s);
+  // "MirroredStrategy(CPU:0, CPU:1), destroyed (strategy #3)" for a
+  // strategy's id, living or not.
+  static std::string name_of(std::uint64_t id);
 };
 
 }  // namespace distribute::internal

@@ -1,6 +1,8 @@
 // Mirrored and sync-on-read variables (TF's values.py / values_util.py rules).
 #include "distribute/variable.h"
 
+#include <atomic>
+#include <memory>
 #include <ostream>
 
 #include "core/describe.h"
@@ -22,7 +24,10 @@ struct Variable::State {
   DType dtype;
   Shape shape;
   // The strategy the components belong to; nullptr for an ordinary variable.
+  // Used only while `strategy_alive` says it lives (live_strategy()).
   Strategy* strategy = nullptr;
+  std::shared_ptr<const std::atomic<bool>> strategy_alive;
+  std::uint64_t strategy_id = 0;
   // One per replica (one for an ordinary variable). Replica r's thread
   // touches only element r in replica context; cross-replica updates (and
   // merge_call's function, while the replicas wait) touch all of them.
@@ -42,6 +47,19 @@ struct Variable::State {
 namespace {
 
 std::string quoted(const std::string& name) { return "'" + name + "'"; }
+
+// The variable's strategy, after checking that it still lives; nullptr for
+// an ordinary variable.
+Strategy* live_strategy(const Variable& v, const Variable::State& s, const char* method) {
+  if (s.strategy == nullptr) return nullptr;
+  if (!s.strategy_alive->load(std::memory_order_acquire)) {
+    throw FailedPreconditionError("Variable " + quoted(v.name()) + "::" + method + ": expected its strategy to be "
+                                  "alive, got a variable of " + internal::StrategyAccess::name_of(s.strategy_id) +
+                                  "; a distributed variable can be used only while the strategy it was created "
+                                  "under lives");
+  }
+  return s.strategy;
+}
 
 }  // namespace
 
@@ -87,6 +105,10 @@ Variable::Variable(Tensor initial_value, VariableOptions options) : state_(std::
   }
   s.trainable = options.trainable.value_or(s.synchronization != VariableSynchronization::ON_READ);
   s.strategy = strategy;
+  if (strategy != nullptr) {
+    s.strategy_alive = internal::StrategyAccess::liveness(*strategy);
+    s.strategy_id = strategy->id();
+  }
   s.dtype = initial_value.dtype();
   s.shape = initial_value.shape();
   // Every component starts from the same value (one shared buffer until the
@@ -120,7 +142,7 @@ bool Variable::is_mirrored() const noexcept {
 bool Variable::is_sync_on_read() const noexcept {
   return state_->strategy != nullptr && state_->synchronization == VariableSynchronization::ON_READ;
 }
-Strategy* Variable::distributed_strategy() const noexcept { return state_->strategy; }
+Strategy* Variable::distributed_strategy() const { return live_strategy(*this, *state_, "distributed_strategy"); }
 int Variable::num_components() const noexcept { return static_cast<int>(state_->components.size()); }
 std::vector<Tensor> Variable::values() const {
   std::vector<Tensor> out;
@@ -157,6 +179,7 @@ int update_component(Strategy* strategy) {
 Tensor Variable::value() const {
   const State& s = *state_;
   if (s.strategy == nullptr) return s.components[0].value;
+  live_strategy(*this, s, "value");
   const int r = local_replica(*this, s.strategy);
   if (r >= 0) return s.components[static_cast<std::size_t>(r)].value;
   if (const int u = update_component(s.strategy); u >= 0) return s.components[static_cast<std::size_t>(u)].value;
@@ -214,6 +237,7 @@ Tensor Variable::update(Update kind, const Tensor& value) {
     s.components[0].value = apply(s.components[0].value, value);
     return s.components[0].value;
   }
+  live_strategy(*this, s, method);
   const int r = local_replica(*this, s.strategy);
   if (const int u = update_component(s.strategy); u >= 0) {
     // Update context: the one component, as it is (TF applies fn per device).

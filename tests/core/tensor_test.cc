@@ -933,5 +933,33 @@ TEST(TensorWrap, ReadOnlyBuffersAreNeverDonatedWritableOnesAre) {
   EXPECT_EQ(internal::exclusive_bytes(writable), reinterpret_cast<std::byte*>(data));
 }
 
+// Integer arithmetic wraps in two's complement as TF's (signed overflow is
+// undefined in C++); float to int conversions are
+// defined for every value (NaN 0, beyond the range its nearest end).
+TEST(TensorIntegers, ArithmeticWraps) {
+  const i32 max32 = std::numeric_limits<i32>::max(), min32 = std::numeric_limits<i32>::min();
+  EXPECT_EQ(Tensor(max32) + Tensor(i32{1}), Tensor(min32));
+  EXPECT_EQ(Tensor(min32) - Tensor(i32{1}), Tensor(max32));
+  EXPECT_EQ(Tensor(max32) * Tensor(i32{2}), Tensor(i32{-2}));
+  EXPECT_EQ(Tensor(std::numeric_limits<i64>::max()) + Tensor(i64{1}), Tensor(std::numeric_limits<i64>::min()));
+  // Integer operator/ is TF's true division: float64, so min / -1 and / 0
+  // are defined (2^31, inf).
+  EXPECT_EQ(Tensor(min32) / Tensor(i32{-1}), Tensor(2147483648.0));
+  EXPECT_EQ(Tensor(i32{7}) / Tensor(i32{-2}), Tensor(-3.5));
+  EXPECT_TRUE(std::isinf((Tensor(i32{1}) / Tensor(i32{0})).item<double>()));
+}
+
+TEST(TensorIntegers, FloatToIntConversionsAreDefinedForEveryValue) {
+  const Tensor f(std::vector<float>{std::nanf(""), 1e20f, -1e20f, 2.9f, -2.9f}, Shape{5});
+  EXPECT_EQ(f.cast(DType::kInt32), Tensor(std::vector<i32>{0, std::numeric_limits<i32>::max(),
+                                                          std::numeric_limits<i32>::min(), 2, -2},
+                                          Shape{5}));
+  const Tensor d(std::vector<double>{std::nan(""), 1e300, -1e300}, Shape{3});
+  EXPECT_EQ(d.cast(DType::kInt64),
+            Tensor(std::vector<i64>{0, std::numeric_limits<i64>::max(), std::numeric_limits<i64>::min()}, Shape{3}));
+  EXPECT_EQ(Tensor(std::nanf("")).item<i32>(), 0);
+  EXPECT_EQ(Tensor(3e9).item<i32>(), std::numeric_limits<i32>::max());
+}
+
 }  // namespace
 }  // namespace distribute

@@ -10,6 +10,7 @@
 #include <chrono>
 #include <cstdint>
 #include <functional>
+#include <limits>
 #include <memory>
 #include <numeric>
 #include <optional>
@@ -1029,6 +1030,30 @@ TEST(Cardinality, EachTransformationAgreesWithIteration) {
   EXPECT_EQ(ten.batch(3).unbatch().cardinality(), Dataset::kUnknownCardinality);
   EXPECT_EQ(ten.filter([](const Element&) { return true; }).take(3).cardinality(), Dataset::kUnknownCardinality);
   EXPECT_EQ(ten.batch(4).rebatch(2).cardinality(), Dataset::kUnknownCardinality);
+}
+
+// Ranges near the ends of int64: no overflow (undefined in C++), the
+// count and the elements agree.
+TEST(DatasetRange, NearTheEndsOfInt64TheCountAndTheElementsAgree) {
+  constexpr std::int64_t kMax = std::numeric_limits<std::int64_t>::max();
+  constexpr std::int64_t kMin = std::numeric_limits<std::int64_t>::min();
+  const auto elements = [](const Dataset& d) {
+    std::vector<std::int64_t> out;
+    for (const Element& e : d) out.push_back(e[0].item<std::int64_t>());
+    return out;
+  };
+  const Dataset last = Dataset::range(kMax - 1, kMax, 5);
+  EXPECT_EQ(last.cardinality(), 1);
+  EXPECT_EQ(elements(last), std::vector<std::int64_t>{kMax - 1});
+  const Dataset wide = Dataset::range(kMin, kMax, kMax);
+  EXPECT_EQ(wide.cardinality(), 3);
+  EXPECT_EQ(elements(wide), (std::vector<std::int64_t>{kMin, -1, kMax - 1}));
+  const Dataset down = Dataset::range(kMin + 1, kMin, -5);
+  EXPECT_EQ(down.cardinality(), 1);
+  EXPECT_EQ(elements(down), std::vector<std::int64_t>{kMin + 1});
+  // More elements than an int64 counts: the count stops at its largest.
+  EXPECT_EQ(Dataset::range(-5, kMax).cardinality(), kMax);
+  EXPECT_EQ(Dataset::range(kMin, kMax, kMin).cardinality(), 0);
 }
 
 }  // namespace

@@ -565,6 +565,78 @@ def test_communication_options_bound_a_collective(two):
   assert time.monotonic() - start < 10
 
 
+@pytest.mark.parametrize("first, second", [({"a": 1, "b": 2}, {"b": 2, "c": 1}), ([1, 2], (2, 1)),
+                                           ([1, 2], [1, 2, 3])])
+def test_collectives_of_different_structures_on_replicas_raise(two, first, second):
+  def step(method):
+    ctx = dist.get_replica_context()
+    mine = first if ctx.replica_id_in_sync_group == 0 else second
+    value = _nest_of_arrays(mine)
+    if method == "all_gather":
+      return ctx.all_gather(value, 0)
+    return getattr(ctx, method)("sum", value)
+
+  for method in ("all_reduce", "all_reduce_in_place", "all_gather"):
+    with pytest.raises(errors.InvalidArgumentError,
+                       match=rf"ReplicaContext.{method}: expected every replica to pass replica 0's nested structure, "
+                             rf"got a different one from replica\(s\) \[1\]"):
+      two.run(step, args=(method,))
+  # The same structure on both: summed.
+  out = two.run(lambda: dist.get_replica_context().all_reduce("sum", {"a": np.ones(2, np.float32), "b": [np.ones(1)]}))
+  np.testing.assert_array_equal(np.asarray(two.experimental_local_results(out)[1]["b"][0]), [2.])
+
+
+def _nest_of_arrays(structure):
+  if isinstance(structure, dict):
+    return {k: _nest_of_arrays(v) for k, v in structure.items()}
+  if isinstance(structure, (list, tuple)):
+    return type(structure)(_nest_of_arrays(v) for v in structure)
+  return np.full(2, float(structure), np.float32)
+
+
+@pytest.mark.parametrize("value, dtype, message", [
+    (1.5, "int32", r"expected values representable as int32, got 1.5"),
+    (3_000_000_000, "int32", r"expected values representable as int32, got 3000000000"),
+    (np.array([1.0, np.nan]), "int64", r"expected values representable as int64, got nan"),
+    (np.array([1.0]), "float16", r"expected a dtype of the supported ones"),
+])
+def test_conversion_to_a_dtype_refuses_values_it_would_change(value, dtype, message):
+  with pytest.raises(errors.InvalidArgumentError, match=message):
+    dist.convert_to_tensor(value, dtype=dtype)
+
+
+def test_conversion_to_a_dtype_keeps_exact_values():
+  assert np.asarray(dist.convert_to_tensor(2.0, dtype="int32")).tolist() == 2
+  assert np.asarray(dist.convert_to_tensor(np.array([1, 2]), dtype="float32")).dtype == np.float32
+  t = dist.convert_to_tensor(dist.convert_to_tensor(np.array([4.0], np.float64)), dtype="int64")
+  assert t.dtype == "int64" and np.asarray(t).tolist() == [4]
+  with pytest.raises(errors.InvalidArgumentError):
+    dist.Variable(3_000_000_000, dtype="int32")
+
+
+def test_local_results_and_update_check_the_per_replica_values(two):
+  with pytest.raises(errors.InvalidArgumentError, match=r"expected 2 values per replica"):
+    two.experimental_local_results((dist.PerReplica([np.float32(1)]),))
+  with two.scope():
+    v = dist.Variable(np.zeros(2, np.float32))
+  with pytest.raises(errors.InvalidArgumentError,
+                     match=r"StrategyExtended.update: expected 2 values per distributed argument .*got 3"):
+    two.extended.update(v, lambda var, x: var.assign(x), args=(dist.PerReplica([np.ones(2, np.float32)] * 3),))
+
+
+def test_a_variable_keeps_its_strategy_alive():
+  import gc
+
+  def make():
+    s = dist.MirroredStrategy(["CPU:0", "CPU:1"])
+    with s.scope():
+      return dist.Variable(1.0, synchronization="ON_READ", aggregation="SUM")
+
+  v = make()
+  gc.collect()
+  assert float(np.asarray(v.numpy())) == 2.0  # its strategy's two components, summed
+
+
 def test_next_after_the_end_of_a_dataset_raises_stop_iteration_again():
   it = iter(dist.data.Dataset.range(2))
   assert [int(next(it)), int(next(it))] == [0, 1]

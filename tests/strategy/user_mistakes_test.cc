@@ -6,6 +6,9 @@
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
 
+#include <cstdint>
+#include <memory>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -166,6 +169,95 @@ TEST(UnbatchedDataset, RaisesWhenDistributed) {
   EXPECT_NO_THROW(s.experimental_distribute_dataset(Dataset::from_tensors(x)));  // rank 2: split along rows
   OneDeviceStrategy one("CPU:0");
   EXPECT_NO_THROW(one.experimental_distribute_dataset(Dataset::range(8)));
+}
+
+// --- Found by an audit of the public API, 2026-12-07 -----------------------
+
+TEST(DistributedVariable, UsedAfterItsStrategyWasDestroyedRaises) {
+  auto strategy = std::make_unique<MirroredStrategy>(cpu_devices(2));
+  const std::string name = strategy->to_string();
+  const std::uint64_t id = strategy->id();
+  std::optional<Variable> mirrored, on_read;
+  {
+    auto scope = strategy->scope();
+    mirrored.emplace(Tensor{1.f}, VariableOptions{.name = "w"});
+    on_read.emplace(Tensor{1.f}, VariableOptions{.name = "m", .synchronization = VariableSynchronization::ON_READ,
+                                                 .aggregation = VariableAggregation::SUM});
+  }
+  EXPECT_EQ(on_read->value(), Tensor{2.f});  // alive: the sum of both components
+  strategy.reset();
+  // A new strategy may take the old one's address: the variable must not
+  // take it for its own.
+  MirroredStrategy later(cpu_devices(2));
+  const std::string msg = message_of<FailedPreconditionError>([&] { (void)on_read->value(); });
+  EXPECT_THAT(msg, HasSubstr("Variable 'm'::value: expected its strategy to be alive"));
+  EXPECT_THAT(msg, HasSubstr(name + ", destroyed (strategy #" + std::to_string(id) + ")"));
+  EXPECT_THROW((void)mirrored->value(), FailedPreconditionError);
+  EXPECT_THROW(mirrored->assign(Tensor{2.f}), FailedPreconditionError);
+  EXPECT_THROW((void)mirrored->distributed_strategy(), FailedPreconditionError);
+  // What needs no strategy still works: its components, its text.
+  EXPECT_EQ(mirrored->values().size(), 2u);
+  EXPECT_THAT(mirrored->to_string(), HasSubstr("MirroredVariable"));
+}
+
+TEST(GatherAndReduce, CheckTheReplicaCountAndTheOriginOfEveryKindOfValue) {
+  MirroredStrategy s(cpu_devices(2));
+  MirroredStrategy other(cpu_devices(2));
+  const Tensor a{1.f}, b{2.f}, c{3.f};
+  EXPECT_THAT(message_of<InvalidArgumentError>([&] { s.gather(PerReplica<Tensor>({a, b, c}), 0); }),
+              HasSubstr("Strategy::gather: expected a PerReplica with one value per replica (2 for "
+                        "MirroredStrategy(CPU:0, CPU:1)), got 3 values"));
+  EXPECT_THAT(message_of<InvalidArgumentError>(
+                  [&] { s.reduce(ReduceOp::MEAN, Mirrored<Tensor>({a, b, c}), std::nullopt); }),
+              HasSubstr("expected a Mirrored with one value per replica"));
+  // Another strategy's Mirrored values (a merge_call result there, say).
+  const Mirrored<Tensor> theirs({a, a}, internal::ProducedBy{other.id()});
+  EXPECT_THAT(message_of<InvalidArgumentError>([&] { s.gather(theirs, 0); }), HasSubstr("another one"));
+  EXPECT_THAT(message_of<InvalidArgumentError>([&] { s.reduce(ReduceOp::MEAN, theirs, std::nullopt); }),
+              HasSubstr("another one"));
+  EXPECT_EQ(other.reduce(ReduceOp::MEAN, theirs, std::nullopt), a);
+}
+
+TEST(AllGather, ANegativeAxisOverTensorsOfDifferentRanksRaises) {
+  MirroredStrategy s(cpu_devices(2));
+  const std::string msg = message_of<InvalidArgumentError>([&] {
+    s.run([] {
+      const std::vector<Tensor> mixed{Tensor{1.f}, Tensor(std::vector<float>{1.f, 2.f}, Shape{1, 2})};
+      (void)get_replica_context()->all_gather(mixed, -1);
+    });
+  });
+  EXPECT_THAT(msg, HasSubstr("expected tensors of one rank with the negative axis -1, got ranks 1 and 2"));
+  // From the front, or one rank, is fine.
+  const auto out = s.run([] {
+    const std::vector<Tensor> same{Tensor(std::vector<float>{1.f, 2.f}, Shape{1, 2}),
+                                   Tensor(std::vector<float>{3.f, 4.f}, Shape{1, 2})};
+    return get_replica_context()->all_gather(same, -1)[1];
+  });
+  EXPECT_EQ(out[0].shape(), (Shape{1, 4}));
+}
+
+TEST(Regroup, ElementsOfDifferentStructuresOnReplicasRaise) {
+  const PerReplica<Element> step({Element::tuple({Tensor{1.f}, Tensor{2.f}}), Element::tuple({Tensor{1.f}})});
+  EXPECT_THAT(message_of<InvalidArgumentError>([&] { (void)regroup(step); }),
+              HasSubstr("expected every replica's element to have replica 0's structure, a tuple of 2 components, "
+                        "got a tuple of 1 components from replica 1"));
+  const PerReplica<Element> leaf_and_tuple({Element(Tensor{1.f}), Element::tuple({Tensor{1.f}})});
+  EXPECT_THROW((void)regroup(leaf_and_tuple), InvalidArgumentError);
+}
+
+TEST(Iterators, AMovedFromIteratorRaisesInsteadOfCrashing) {
+  Dataset::Iterator it = Dataset::range(3).make_iterator();
+  Dataset::Iterator moved = std::move(it);
+  EXPECT_THAT(message_of<FailedPreconditionError>([&] { (void)it.get_next(); }),  // NOLINT(bugprone-use-after-move)
+              HasSubstr("Dataset::Iterator::get_next: expected an iterator, got a moved-from one"));
+  EXPECT_THROW((void)it.get_next_as_optional(), FailedPreconditionError);  // NOLINT(bugprone-use-after-move)
+  EXPECT_EQ(moved.get_next()[0], Tensor(std::int64_t{0}));
+  MirroredStrategy s(cpu_devices(2));
+  auto dist_it = s.experimental_distribute_dataset(Dataset::range(8).batch(4)).make_iterator();
+  auto dist_moved = std::move(dist_it);
+  EXPECT_THROW((void)dist_it.get_next(), FailedPreconditionError);              // NOLINT(bugprone-use-after-move)
+  EXPECT_THROW((void)dist_it.get_next_as_optional(), FailedPreconditionError);  // NOLINT(bugprone-use-after-move)
+  EXPECT_TRUE(dist_moved.get_next_as_optional().has_value());
 }
 
 }  // namespace
