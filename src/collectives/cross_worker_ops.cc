@@ -28,13 +28,27 @@ std::vector<std::byte> spec_bytes(const Tensor& t) {
 
 }  // namespace
 
+std::uint64_t layout_checksum(std::span<const Tensor> tensors) {
+  // FNV-1a over (dtype, rank, dims) of each tensor; never 0 ("none").
+  std::uint64_t h = 14695981039346656037ull;
+  const auto mix = [&h](std::uint64_t x) {
+    for (int i = 0; i < 8; ++i, x >>= 8) h = (h ^ (x & 0xff)) * 1099511628211ull;
+  };
+  for (const Tensor& t : tensors) {
+    mix(static_cast<std::uint64_t>(t.dtype()));
+    mix(static_cast<std::uint64_t>(t.rank()));
+    for (const std::int64_t d : t.shape()) mix(static_cast<std::uint64_t>(d));
+  }
+  return h == 0 ? 1 : h;
+}
+
 Tensor sum_over_workers(CrossWorker& cross, const char* what, const Tensor& value, CrossWorker::Clock::time_point deadline,
                         FunctionRef<bool()> cancelled) {
   check_numeric(value, what);
   void* data = nullptr;
   Tensor out = allocate_tensor(value.dtype(), value.shape(), &data);
   cross.all_reduce_sum(what, value.dtype(), value.bytes().data(), data, static_cast<std::size_t>(value.num_elements()),
-                       deadline, cancelled);
+                       layout_checksum(std::span<const Tensor>(&value, 1)), deadline, cancelled);
   return out;
 }
 

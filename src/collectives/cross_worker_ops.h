@@ -4,6 +4,9 @@
 // cross-replica calls.
 #pragma once
 
+#include <cstdint>
+#include <span>
+
 #include "distribute/tensor.h"
 #include "transport/cross_worker.h"
 
@@ -20,6 +23,8 @@ Tensor gather_over_workers(CrossWorker& cross, const char* what, const Tensor& v
 // Worker 0's `value` on every worker (dtype and shape must match).
 Tensor broadcast_from_worker0(CrossWorker& cross, const char* what, const Tensor& value,
                               CrossWorker::Clock::time_point deadline, FunctionRef<bool()> cancelled);
+// A checksum of the tensors' dtypes and shapes, for CrossWorker::all_reduce_sum.
+std::uint64_t layout_checksum(std::span<const Tensor> tensors);
 // Joins `parts` along `axis` (dimensions but `axis` must match; `what` and
 // `unit` ("replica", "worker") name the culprit otherwise).
 Tensor concat_along_axis(const std::vector<Tensor>& parts, int axis, const char* what, const char* unit);

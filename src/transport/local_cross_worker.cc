@@ -53,10 +53,10 @@ class LocalChannel final : public CrossWorker {
   int worker_index() const override { return rank_; }
 
   void all_reduce_sum(const char* what, DType dtype, const void* in, void* out, std::size_t count,
-                      Clock::time_point deadline, FunctionRef<bool()> cancelled) override {
+                      std::uint64_t layout, Clock::time_point deadline, FunctionRef<bool()> cancelled) override {
     const std::size_t bytes = count * dtype_size(dtype);
     const Header header{.op = static_cast<std::uint32_t>(Op::kAllReduce), .dtype = static_cast<std::uint32_t>(dtype),
-                        .count = count};
+                        .count = count, .layout = layout};
     std::vector<std::byte> mine(bytes);
     if (bytes > 0) std::memcpy(mine.data(), in, bytes);
     const std::vector<Part> parts = exchange(what, header, std::move(mine), deadline, cancelled);

@@ -327,10 +327,11 @@ class MpiCrossWorker final : public CrossWorker {
   bool ranks_are_the_launchers() const override { return world_; }
 
   void all_reduce_sum(const char* what, DType dtype, const void* in_data, void* data, std::size_t count,
-                      Clock::time_point deadline, FunctionRef<bool()> cancelled) override {
+                      std::uint64_t layout, Clock::time_point deadline, FunctionRef<bool()> cancelled) override {
     throw_if_forked_child(what);
-    const Header mine{generation_, next_seq(what), static_cast<std::uint32_t>(Op::kAllReduce),
-                      static_cast<std::uint32_t>(dtype), count, -1};
+    Header mine{generation_, next_seq(what), static_cast<std::uint32_t>(Op::kAllReduce),
+                static_cast<std::uint32_t>(dtype), count, -1};
+    mine.layout = layout;
     if (shm_ != nullptr) {
       on_host([&] { shm_->all_reduce_sum(what, mine, dtype, in_data, data, count, deadline, cancelled); });
       return;

@@ -40,6 +40,9 @@ std::string difference(const Header& h0, int w0, const Header& h, int p) {
   if (h.op == static_cast<std::uint32_t>(Op::kAllReduce) && (h.dtype != h0.dtype || h.count != h0.count)) {
     return elements_text(h0) + on_0 + " vs " + elements_text(h) + on_p;
   }
+  if (h.op == static_cast<std::uint32_t>(Op::kAllReduce) && h.layout != h0.layout) {
+    return "the same " + elements_text(h0) + " in tensors of different shapes" + on_0 + " and" + on_p;
+  }
   if (h.op == static_cast<std::uint32_t>(Op::kBroadcast) && (h.count != h0.count || h.root != h0.root)) {
     return std::to_string(h0.count) + " bytes from worker " + std::to_string(h0.root) + on_0 + " vs " +
            std::to_string(h.count) + " bytes from worker " + std::to_string(h.root) + on_p;

@@ -34,6 +34,10 @@ struct Header {
   // path.
   std::uint64_t region = 0;
   std::uint64_t region_offset = 0;
+  // all_reduce: a checksum of the shapes of the tensors the elements come
+  // from (CrossWorker::all_reduce_sum's `layout`; 0: not given), compared
+  // by check_headers: the same count in other shapes is a mismatch.
+  std::uint64_t layout = 0;
 };
 
 // An all_reduce_sum's arguments, as a transport hands them to its

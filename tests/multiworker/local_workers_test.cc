@@ -425,6 +425,30 @@ TEST(LocalWorkers, MismatchedCallsRaiseOnEveryWorkerAndTheChannelStaysInStep) {
   }));
 }
 
+TEST(LocalWorkers, TheSameCountInOtherShapesIsAMismatch) {
+  // 6 elements on both workers: {2, 3} against {3, 2} (a sum would pair
+  // elements of different positions); in a list, {4}, {2} against {2}, {4};
+  // and Strategy::reduce of {6} against {1, 6}.
+  expect_all_returned(run_workers(2, 1, [](int w, MultiWorkerMirroredStrategy& s) {
+    const Tensor six(std::vector<float>(6, 1.f), w == 0 ? Shape{2, 3} : Shape{3, 2});
+    const std::string msg = message_of<InvalidArgumentError>(
+        [&] { s.run([&] { return current_replica_context().all_reduce(ReduceOp::SUM, six); }); });
+    EXPECT_THAT(msg, HasSubstr("workers made different collective calls"));
+    EXPECT_THAT(msg,
+                HasSubstr("the same 6 elements of float32 in tensors of different shapes on worker 0 and on worker 1"));
+    std::vector<Tensor> parts{Tensor(std::vector<float>(4, 1.f), Shape{4}), Tensor(std::vector<float>(2, 1.f), Shape{2})};
+    if (w == 1) std::swap(parts[0], parts[1]);
+    const std::string list = message_of<InvalidArgumentError>(
+        [&] { s.run([&] { return current_replica_context().all_reduce(ReduceOp::SUM, parts); }); });
+    EXPECT_THAT(list, HasSubstr("in tensors of different shapes"));
+    const PerReplica<Tensor> value({Tensor(std::vector<float>(6, 1.f), w == 0 ? Shape{6} : Shape{1, 6})});
+    const std::string reduced = message_of<InvalidArgumentError>([&] { s.reduce(ReduceOp::SUM, value); });
+    EXPECT_THAT(reduced, HasSubstr("in tensors of different shapes"));
+    auto ok = s.run([] { return current_replica_context().all_reduce(ReduceOp::SUM, Tensor{1.f}); });
+    EXPECT_EQ(ok[0], Tensor{2.f});
+  }));
+}
+
 TEST(LocalWorkers, AFailingReplicaOnOneWorkerReleasesTheOthersNamingIt) {
   const auto errors = run_workers(3, 2, [](int w, MultiWorkerMirroredStrategy& s) {
     s.run([&] {
