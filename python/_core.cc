@@ -1245,11 +1245,13 @@ PYBIND11_MODULE(_core, m) {
     }
     return in_place;  // how many were reduced in place (for tests)
   });
-  m.def("all_gather", [](std::vector<dist::Tensor> values, int axis) {
+  m.def("all_gather", [](std::vector<dist::Tensor> values, int axis, std::optional<double> timeout) {
     dist::ReplicaContext& ctx = dist::current_replica_context();
+    dist::CommunicationOptions options;
+    options.timeout_seconds = timeout;
     Interruptible interruptible;
     ReleaseGil nogil;
-    return ctx.all_gather(values, axis);
+    return ctx.all_gather(values, axis, options);
   });
   // merge_fn(list of every replica's argument) runs once, on replica 0's
   // thread in cross-replica context; every replica gets its result.

@@ -103,7 +103,9 @@ class Variable {
   // The strategy whose replicas hold the components (TF's
   // distribute_strategy); nullptr for an ordinary variable.
   // FailedPreconditionError once that strategy was destroyed (so do value()
-  // and the updates: a distributed variable lives with its strategy).
+  // and the updates: a distributed variable lives with its strategy). This
+  // finds a use after the destruction; destroying the strategy while
+  // another thread uses its variables remains a race.
   Strategy* distributed_strategy() const;
 
   struct State;

@@ -42,7 +42,7 @@ def convert(value, dtype=None):
     if dtype is not None and dtype_name(dtype) != "string":
       raise InvalidArgumentError(f"cannot convert text {value!r:.60} to a tensor of dtype {dtype_name(dtype)}")
     return _core.strings(*strings)
-  array = _as_array(value)
+  array = _as_array(value, wide=dtype is not None)
   if dtype is not None and array.dtype != np.dtype(dtype):
     array = _checked_cast(array, dtype)
   if array.dtype.byteorder not in ("=", "|") and array.dtype.newbyteorder("=") in _NUMPY_DTYPES:
@@ -66,9 +66,14 @@ def _checked_cast(array, dtype):
         f"expected a dtype of the supported ones ({', '.join(SUPPORTED)}), got {target}")
   with np.errstate(invalid="ignore", over="ignore"):
     cast = array.astype(target)
-    exact = target.kind == "f" or np.array_equal(cast.astype(array.dtype), array)
-  if not exact:
-    bad = array.reshape(-1)[np.flatnonzero(cast.reshape(-1).astype(array.dtype) != array.reshape(-1))[0]]
+    changed = np.zeros(array.shape, bool) if target.kind == "f" else cast.astype(array.dtype) != array
+    if target.kind in "iu" and array.dtype.kind in "iu":
+      # (A round trip does not see uint64 2**64-1 wrap to int64 -1 and back.)
+      info = np.iinfo(target)
+      changed |= (array < 0) if info.min == 0 else False
+      changed |= (array > info.max) if array.dtype.kind == "u" or np.iinfo(array.dtype).max > info.max else False
+  if np.any(changed):
+    bad = array.reshape(-1)[np.flatnonzero(np.reshape(changed, -1))[0]]
     raise InvalidArgumentError(f"expected values representable as {target}, got {bad!r} (of dtype {array.dtype})")
   return cast
 
@@ -117,7 +122,10 @@ def _strings_of(value):
   return [_utf8(x) for x in flat], list(array.shape)
 
 
-def _as_array(value):
+def _as_array(value, wide=False):
+  """``value`` as a numpy array, Python numbers and lists at TF's default
+  dtypes (float32, int32 when it fits); ``wide``: at float64 and int64, for
+  a conversion to a requested dtype that must not round twice."""
   if isinstance(value, np.ndarray):
     return value
   if hasattr(value, "__dlpack__") and not isinstance(value, (list, tuple)):
@@ -126,8 +134,10 @@ def _as_array(value):
     raise InvalidArgumentError(f"expected a value of one of the supported dtypes ({', '.join(SUPPORTED)}), "
                                f"got a bool")
   if isinstance(value, float):
-    return np.asarray(value, dtype=np.float32)
+    return np.asarray(value, dtype=np.float64 if wide else np.float32)
   if isinstance(value, int):
+    if wide and -2**63 <= value < 2**63:
+      return np.asarray(value, dtype=np.int64)
     return np.asarray(value, dtype=np.int32 if -2**31 <= value < 2**31 else np.int64)
   if isinstance(value, np.generic):
     return np.asarray(value)
@@ -139,6 +149,8 @@ def _as_array(value):
           from None
     if array.dtype == object:
       raise InvalidArgumentError(f"expected a rectangular (non-ragged) list of numbers, got {value!r:.80}")
+    if wide:
+      return array
     if array.dtype == np.float64:
       return array.astype(np.float32)
     if array.dtype == np.int64 and (array.size == 0 or (array.min() >= -2**31 and array.max() < 2**31)):

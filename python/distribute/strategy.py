@@ -382,7 +382,8 @@ class MultiWorkerMirroredStrategy(Strategy):
     from .experimental import CommunicationOptions
     if cluster_resolver is not None:
       raise InvalidArgumentError(f"MultiWorkerMirroredStrategy: expected cluster_resolver=None (the workers are the "
-                                 f"processes mpirun starts), got {type(cluster_resolver).__name__}")
+                                 f"processes mpirun starts), got {type(cluster_resolver).__name__}; the local "
+                                 f"devices are given by keyword: local_devices=[...]")
     if communication_options is not None:
       if not isinstance(communication_options, CommunicationOptions):
         raise InvalidArgumentError(f"MultiWorkerMirroredStrategy: expected communication_options to be an "
@@ -468,6 +469,11 @@ class ValueContext:
 # --- Replica context -----------------------------------------------------------
 
 
+# Per thread: the structure each (strategy, replica, collective) last passed
+# the check with (ReplicaContext._check_same_structure).
+_checked_structures = threading.local()
+
+
 class ReplicaContext:
   """What a replica function knows about its replica (TF's
   tf.distribute.ReplicaContext); get it with get_replica_context()."""
@@ -496,29 +502,38 @@ class ReplicaContext:
       result = _core.all_reduce_array(op, value, timeout)
       if result is not None:
         return result
-    self._check_same_structure(value, "all_reduce")
+    self._check_same_structure(value, "all_reduce", timeout)
     leaves = _nest.flatten(value)
     tensors = [convert(v) for v in leaves]
     return _nest.pack_as(value, _core.all_reduce(op, tensors, timeout))
 
-  def _check_same_structure(self, value, what):
+  def _check_same_structure(self, value, what, timeout):
     """InvalidArgumentError on every replica unless all passed the same
     nested structure (lengths, keys, kinds): one small all_gather of a
-    checksum of its description, for structured values only (as the C++
-    API's structure overloads). A bare array or tensor needs none: a
-    structure on another replica makes a different collective call there,
-    which the collective names."""
+    checksum of its description (bounded by the call's timeout), for
+    structured values only, as the C++ API's structure overloads. A replica
+    that passes the structure it passed last time, checked then, skips it:
+    a loop pays it once. A replica that changes its structure alone makes
+    the check's all_gather where the others make the collective itself,
+    which the collective names as different calls; a bare array or tensor
+    against a structure likewise."""
     if self._num_replicas == 1 or not _nest.is_structure(value):
       return
-    import zlib
     description = _nest.describe(value)
+    checked = _checked_structures.__dict__.setdefault("by_call", {})
+    key = (self._strategy_id, self._replica_id, what)
+    if checked.get(key) == description:
+      return
+    import zlib
     mine = np.array([zlib.crc32(description.encode())], np.int64)
-    everyone = np.asarray(_core.all_gather([_core.wrap(mine)], 0)[0])
+    everyone = np.asarray(_core.all_gather([_core.wrap(mine)], 0, timeout)[0])
     others = [r for r, h in enumerate(everyone.tolist()) if h != everyone[0]]
     if others:
+      checked.pop(key, None)
       raise InvalidArgumentError(
           f"ReplicaContext.{what}: expected every replica to pass replica 0's nested structure, got a different one "
           f"from replica(s) {others} (replica {self._replica_id}'s: {description}, '.' for a tensor)")
+    checked[key] = description
 
   def all_reduce_in_place(self, reduce_op, value, options=None):
     """all_reduce that writes the sums into the given arrays themselves
@@ -541,7 +556,7 @@ class ReplicaContext:
         raise InvalidArgumentError(f"all_reduce_in_place: expected writable arrays or tensors, got "
                                    f"{type(a).__name__}")
     timeout = getattr(options, "timeout_seconds", None)
-    self._check_same_structure(value, "all_reduce_in_place")
+    self._check_same_structure(value, "all_reduce_in_place", timeout)
     if self._num_replicas == 1:
       # The sum over one replica is its value; only the dtype is checked,
       # as every other case does.
@@ -562,9 +577,10 @@ class ReplicaContext:
     return value
 
   def all_gather(self, value, axis, options=None):
-    self._check_same_structure(value, "all_gather")
+    timeout = getattr(options, "timeout_seconds", None)
+    self._check_same_structure(value, "all_gather", timeout)
     leaves = _nest.flatten(value)
-    return _nest.pack_as(value, _core.all_gather([convert(v) for v in leaves], int(axis)))
+    return _nest.pack_as(value, _core.all_gather([convert(v) for v in leaves], int(axis), timeout))
 
   def merge_call(self, merge_fn, args=(), kwargs=None):
     """merge_fn(strategy, *args, **kwargs) runs once, in cross-replica

@@ -42,8 +42,8 @@ class Variable:
                aggregation=VariableAggregation.NONE, trainable=None, dtype=None):
     # The initial value is copied (as TF does): the caller's array stays its own.
     if not isinstance(initial_value, _core.Tensor):
-      initial_value = np.array(initial_value, dtype=dtype, copy=True) if isinstance(initial_value, np.ndarray) \
-          else initial_value
+      initial_value = np.array(initial_value, copy=True) if isinstance(initial_value, np.ndarray) \
+          else initial_value  # (convert, below, casts to dtype and refuses a change of value)
     self._core = _core.Variable(convert(initial_value, dtype), name,
                                 _name_of(synchronization, VariableSynchronization),
                                 _name_of(aggregation, VariableAggregation), trainable)

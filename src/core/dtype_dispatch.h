@@ -35,6 +35,7 @@ decltype(auto) dispatch_dtype(DType dtype, F&& f, const char* what = "this opera
 template <class To, class From>
 To convert_number(From x) {
   if constexpr (std::is_integral_v<To> && std::is_floating_point_v<From>) {
+    static_assert(std::is_signed_v<To>, "the range's ends below are a signed type's");
     if (std::isnan(x)) return To{0};
     // -2^63 and 2^63 (2^31) are exact in float and double; max() may not be.
     constexpr From lo = static_cast<From>(std::numeric_limits<To>::min());

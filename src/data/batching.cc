@@ -173,7 +173,8 @@ namespace {
 
 std::int64_t batched_cardinality(std::int64_t n, std::int64_t batch_size, bool drop_remainder) {
   if (n < 0) return n;
-  return drop_remainder ? n / batch_size : (n + batch_size - 1) / batch_size;
+  return drop_remainder ? n / batch_size : n / batch_size + (n % batch_size != 0 ? 1 : 0);  // (no n + b - 1: n may be
+                                                                                              // near INT64_MAX)
 }
 
 // `spec` with a leading dimension of `dim` on every component.

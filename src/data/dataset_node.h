@@ -15,6 +15,10 @@
 
 namespace distribute::internal {
 
+// FailedPreconditionError for `method` of an iterator whose state (`impl`)
+// was moved out (Dataset::Iterator, DistributedIterator).
+void require_not_moved_from(const void* impl, const char* method);
+
 // One iteration over a dataset. Single consumer.
 class ElementIterator {
  public:

@@ -14,6 +14,8 @@
 // so a step exists while any replica has data.
 #include "distribute/distributed_dataset.h"
 
+#include <cstdint>
+#include <limits>
 #include <utility>
 
 #include "data/batching.h"
@@ -118,7 +120,9 @@ class SplitNode final : public UnaryNode {
   }
   std::int64_t cardinality() const override {
     const std::int64_t n = input_cardinality();
-    return n < 0 ? n : n * pieces_;
+    std::int64_t total = 0;  // at most INT64_MAX
+    return n < 0 ? n : __builtin_mul_overflow(n, std::int64_t{pieces_}, &total) ? std::numeric_limits<std::int64_t>::max()
+                                                                                 : total;
   }
 
  private:
@@ -264,26 +268,15 @@ DistributedIterator::~DistributedIterator() {
   impl_->prefetcher.reset();  // stop the thread before the source it reads
 }
 
-namespace {
-
-void require_not_moved_from(const void* impl, const char* method) {
-  if (impl == nullptr) {
-    throw FailedPreconditionError(std::string(method) + ": expected an iterator, got a moved-from one (its state "
-                                  "went to the iterator it was moved into)");
-  }
-}
-
-}  // namespace
-
 std::optional<PerReplica<Element>> DistributedIterator::get_next_as_optional() {
   internal::require_outside_replica_function("DistributedIterator::get_next_as_optional");
-  require_not_moved_from(impl_.get(), "DistributedIterator::get_next_as_optional");
+  internal::require_not_moved_from(impl_.get(), "DistributedIterator::get_next_as_optional");
   return impl_->next();
 }
 
 PerReplica<Element> DistributedIterator::get_next() {
   internal::require_outside_replica_function("DistributedIterator::get_next");
-  require_not_moved_from(impl_.get(), "DistributedIterator::get_next");
+  internal::require_not_moved_from(impl_.get(), "DistributedIterator::get_next");
   std::optional<PerReplica<Element>> step = impl_->next();
   if (!step.has_value()) throw OutOfRangeError("End of sequence");
   return std::move(*step);

@@ -284,26 +284,22 @@ Dataset::Iterator::Iterator(Iterator&&) noexcept = default;
 Dataset::Iterator& Dataset::Iterator::operator=(Iterator&&) noexcept = default;
 Dataset::Iterator::~Iterator() = default;
 
-namespace {
-
-void require_not_moved_from(const void* impl, const char* method) {
+void internal::require_not_moved_from(const void* impl, const char* method) {
   if (impl == nullptr) {
     throw FailedPreconditionError(std::string(method) + ": expected an iterator, got a moved-from one (its state "
                                   "went to the iterator it was moved into)");
   }
 }
 
-}  // namespace
-
 Element Dataset::Iterator::get_next() {
-  require_not_moved_from(impl_.get(), "Dataset::Iterator::get_next");
+  internal::require_not_moved_from(impl_.get(), "Dataset::Iterator::get_next");
   std::optional<Element> e = impl_->next_interruptible();
   if (!e.has_value()) throw OutOfRangeError("End of sequence");
   return std::move(*e);
 }
 
 std::optional<Element> Dataset::Iterator::get_next_as_optional() {
-  require_not_moved_from(impl_.get(), "Dataset::Iterator::get_next_as_optional");
+  internal::require_not_moved_from(impl_.get(), "Dataset::Iterator::get_next_as_optional");
   return impl_->next_interruptible();
 }
 

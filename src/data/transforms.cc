@@ -4,6 +4,7 @@
 #include <atomic>
 #include <condition_variable>
 #include <deque>
+#include <limits>
 #include <mutex>
 #include <random>
 #include <thread>
@@ -422,7 +423,8 @@ class RepeatNode final : public UnaryNode {
     if (count_ == 0 || n == 0) return 0;
     if (count_ < 0) return Dataset::kInfiniteCardinality;  // (also of an unknown, non-empty input)
     if (n < 0) return n;
-    return n * count_;
+    std::int64_t total = 0;  // at most INT64_MAX (a range near the ends of int64, repeated)
+    return __builtin_mul_overflow(n, count_, &total) ? std::numeric_limits<std::int64_t>::max() : total;
   }
 
  private:

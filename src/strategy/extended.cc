@@ -24,8 +24,14 @@ void require_cross_replica(const Strategy& strategy, const char* method) {
 }  // namespace
 
 bool StrategyExtended::variable_created_in_scope(const Variable& variable) const {
-  if (variable.distributed_strategy() == nullptr) return strategy_->is_default();
-  return variable.distributed_strategy() == strategy_;
+  Strategy* owner = nullptr;
+  try {
+    owner = variable.distributed_strategy();
+  } catch (const FailedPreconditionError&) {
+    return false;  // its strategy was destroyed: not this living one's (as TF answers)
+  }
+  if (owner == nullptr) return strategy_->is_default();
+  return owner == strategy_;
 }
 
 std::vector<std::string> StrategyExtended::worker_devices() const {

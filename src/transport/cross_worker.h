@@ -65,8 +65,9 @@ class CrossWorker {
 
   // out = the SUM over the workers of `count` elements of `dtype` at `in`
   // (`in` may be `out`). `layout` is a checksum of the shapes of the tensors
-  // the elements come from (layout_checksum; 0: none): workers passing the
-  // same count in other shapes raise WorkersMismatchError.
+  // the elements come from (layout_checksum), compared like the count:
+  // workers passing the same count in other shapes raise
+  // WorkersMismatchError.
   virtual void all_reduce_sum(const char* what, DType dtype, const void* in, void* out, std::size_t count,
                               std::uint64_t layout, Clock::time_point deadline, FunctionRef<bool()> cancelled) = 0;
   // Every worker's bytes, in worker order (sizes may differ).

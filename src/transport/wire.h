@@ -35,8 +35,9 @@ struct Header {
   std::uint64_t region = 0;
   std::uint64_t region_offset = 0;
   // all_reduce: a checksum of the shapes of the tensors the elements come
-  // from (CrossWorker::all_reduce_sum's `layout`; 0: not given), compared
-  // by check_headers: the same count in other shapes is a mismatch.
+  // from (CrossWorker::all_reduce_sum's `layout`; 0 where a caller has no
+  // tensors), compared by check_headers like the count: the same count in
+  // other shapes is a mismatch.
   std::uint64_t layout = 0;
 };
 

@@ -1051,8 +1051,11 @@ TEST(DatasetRange, NearTheEndsOfInt64TheCountAndTheElementsAgree) {
   const Dataset down = Dataset::range(kMin + 1, kMin, -5);
   EXPECT_EQ(down.cardinality(), 1);
   EXPECT_EQ(elements(down), std::vector<std::int64_t>{kMin + 1});
-  // More elements than an int64 counts: the count stops at its largest.
+  // More elements than an int64 counts: the count stops at its largest,
+  // also through the transformations that multiply or round it up.
   EXPECT_EQ(Dataset::range(-5, kMax).cardinality(), kMax);
+  EXPECT_EQ(Dataset::range(0, kMax).batch(2).cardinality(), kMax / 2 + 1);
+  EXPECT_EQ(Dataset::range(0, kMax).repeat(3).cardinality(), kMax);
   EXPECT_EQ(Dataset::range(kMin, kMax, kMin).cardinality(), 0);
 }
 

@@ -594,8 +594,42 @@ def _nest_of_arrays(structure):
   return np.full(2, float(structure), np.float32)
 
 
+def test_a_replica_that_changes_its_structure_alone_raises(two):
+  def step(change):
+    ctx = dist.get_replica_context()
+    value = [np.ones(2, np.float32), np.ones(2, np.float32)]
+    if change and ctx.replica_id_in_sync_group == 1:
+      value = (value[0], value[1])  # a tuple where replica 0 keeps its list
+    return ctx.all_reduce("sum", value)
+
+  for _ in range(2):
+    two.run(step, args=(False,))  # checked once, then remembered
+  with pytest.raises(errors.InvalidArgumentError):
+    two.run(step, args=(True,))
+  out = two.run(step, args=(False,))  # in step again
+  np.testing.assert_array_equal(np.asarray(two.experimental_local_results(out)[0][1]), [2., 2.])
+
+
+def test_the_structure_check_keeps_the_calls_timeout(two):
+  options = dist.experimental.CommunicationOptions(timeout_seconds=0.3)
+
+  def step():
+    ctx = dist.get_replica_context()
+    if ctx.replica_id_in_sync_group == 1:
+      time.sleep(1.5)
+    return ctx.all_reduce("sum", {"late": np.ones(2, np.float32), "other": [np.ones(1, np.float32)]},
+                          options=options)
+
+  start = time.monotonic()
+  with pytest.raises(errors.DeadlineExceededError):
+    two.run(step)
+  assert time.monotonic() - start < 10
+
+
 @pytest.mark.parametrize("value, dtype, message", [
     (1.5, "int32", r"expected values representable as int32, got 1.5"),
+    (2147483648.0, "int32", r"expected values representable as int32, got 2147483648.0"),
+    (np.array([2**64 - 1], np.uint64), "int64", r"expected values representable as int64, got 18446744073709551615"),
     (3_000_000_000, "int32", r"expected values representable as int32, got 3000000000"),
     (np.array([1.0, np.nan]), "int64", r"expected values representable as int64, got nan"),
     (np.array([1.0]), "float16", r"expected a dtype of the supported ones"),
@@ -612,6 +646,12 @@ def test_conversion_to_a_dtype_keeps_exact_values():
   assert t.dtype == "int64" and np.asarray(t).tolist() == [4]
   with pytest.raises(errors.InvalidArgumentError):
     dist.Variable(3_000_000_000, dtype="int32")
+  with pytest.raises(errors.InvalidArgumentError, match="got 1.5"):
+    dist.Variable(np.array([1.5]), dtype="int32")
+  # A Python float is not rounded to float32 on its way to another dtype.
+  assert np.asarray(dist.convert_to_tensor(123456789.0, dtype="int32")).tolist() == 123456789
+  assert np.asarray(dist.convert_to_tensor(2147483647.0, dtype="int32")).tolist() == 2147483647
+  assert np.asarray(dist.convert_to_tensor(0.1, dtype="float64")).tolist() == 0.1
 
 
 def test_local_results_and_update_check_the_per_replica_values(two):

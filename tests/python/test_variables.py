@@ -92,20 +92,33 @@ def test_checkpoint_save_and_restore_release_the_gil(tmp_path):
   sys.setswitchinterval(0.0005)  # Python code hands the GIL over every 0.5 ms
   spinner = threading.Thread(target=spin)
   spinner.start()
+  def timed(call):
+    """(seconds of the call, the spinner's longest pause during it)"""
+    longest[0], start = 0.0, time.perf_counter()
+    call()
+    return time.perf_counter() - start, longest[0]
+
+  # Up to 3 tries each: one descheduling of the spinner on a busy machine
+  # can pause it for milliseconds; a call that held the GIL would pause it
+  # for its whole length every time.
+  saved, restored = [], []
   try:
     time.sleep(0.05)
-    longest[0], start = 0.0, time.perf_counter()
-    path = ckpt.save(tmp_path)
-    save_seconds, save_pause = time.perf_counter() - start, longest[0]
-    longest[0], start = 0.0, time.perf_counter()
-    ckpt.restore(path)
-    restore_seconds, restore_pause = time.perf_counter() - start, longest[0]
+    for _ in range(3):
+      saved.append(timed(lambda: ckpt.save(tmp_path)))
+      if saved[-1][1] < saved[-1][0] / 2:
+        break
+    path = dist.latest_checkpoint(tmp_path)
+    for _ in range(3):
+      restored.append(timed(lambda: ckpt.restore(path)))
+      if restored[-1][1] < restored[-1][0] / 2:
+        break
   finally:
     stop.set()
     spinner.join()
     sys.setswitchinterval(interval)
-  assert save_pause < save_seconds / 2, (save_pause, save_seconds)
-  assert restore_pause < restore_seconds / 2, (restore_pause, restore_seconds)
+  assert any(pause < seconds / 2 for seconds, pause in saved), saved
+  assert any(pause < seconds / 2 for seconds, pause in restored), restored
   np.testing.assert_array_equal(np.asarray(w.values[1])[:3], [1, 1, 1])
 
 

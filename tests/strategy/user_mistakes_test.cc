@@ -186,9 +186,10 @@ TEST(DistributedVariable, UsedAfterItsStrategyWasDestroyedRaises) {
   }
   EXPECT_EQ(on_read->value(), Tensor{2.f});  // alive: the sum of both components
   strategy.reset();
-  // A new strategy may take the old one's address: the variable must not
-  // take it for its own.
-  MirroredStrategy later(cpu_devices(2));
+  // A new strategy, likely at the old one's address (the allocator reuses
+  // the block): the variable must not take it for its own.
+  auto later = std::make_unique<MirroredStrategy>(cpu_devices(2));
+  EXPECT_FALSE(later->extended().variable_created_in_scope(*mirrored));
   const std::string msg = message_of<FailedPreconditionError>([&] { (void)on_read->value(); });
   EXPECT_THAT(msg, HasSubstr("Variable 'm'::value: expected its strategy to be alive"));
   EXPECT_THAT(msg, HasSubstr(name + ", destroyed (strategy #" + std::to_string(id) + ")"));
