@@ -29,17 +29,16 @@ std::vector<std::byte> spec_bytes(const Tensor& t) {
 }  // namespace
 
 std::uint64_t layout_checksum(std::span<const Tensor> tensors) {
-  // FNV-1a over (dtype, rank, dims) of each tensor; never 0 ("none").
+  // FNV-1a over words, as the in-process collectives' signature
+  // (collective_group.cc): (dtype, rank, dims) of each tensor.
   std::uint64_t h = 14695981039346656037ull;
-  const auto mix = [&h](std::uint64_t x) {
-    for (int i = 0; i < 8; ++i, x >>= 8) h = (h ^ (x & 0xff)) * 1099511628211ull;
-  };
+  const auto mix = [&h](std::uint64_t v) { h = (h ^ v) * 1099511628211ull; };
   for (const Tensor& t : tensors) {
     mix(static_cast<std::uint64_t>(t.dtype()));
     mix(static_cast<std::uint64_t>(t.rank()));
     for (const std::int64_t d : t.shape()) mix(static_cast<std::uint64_t>(d));
   }
-  return h == 0 ? 1 : h;
+  return h;
 }
 
 Tensor sum_over_workers(CrossWorker& cross, const char* what, const Tensor& value, CrossWorker::Clock::time_point deadline,
