@@ -25,6 +25,7 @@
 #include "checkpoint/checkpoint_codec.h"
 #include "checkpoint/checkpoint_files.h"
 #include "core/describe.h"
+#include "core/fnv1a.h"
 #include "data/iterator_state.h"
 #include "distribute/errors.h"
 #include "distribute/replica_context.h"
@@ -140,9 +141,9 @@ std::int64_t total(const std::vector<std::int64_t>& v) { return std::accumulate(
 
 std::uint64_t combined(const std::vector<std::int64_t>& fingerprints) {
   if (fingerprints.size() == 1) return std::bit_cast<std::uint64_t>(fingerprints[0]);
-  std::uint64_t h = 14695981039346656037ull;
-  for (std::int64_t f : fingerprints) h = (h ^ std::bit_cast<std::uint64_t>(f)) * 1099511628211ull;
-  return h;
+  internal::Fnv1a h;
+  for (std::int64_t f : fingerprints) h.mix(std::bit_cast<std::uint64_t>(f));
+  return h.value();
 }
 
 internal::IteratorPosition position_of(const Tensor& t) {

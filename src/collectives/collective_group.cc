@@ -8,6 +8,7 @@
 #include "core/reduce_kernels.h"
 #include "core/describe.h"
 #include "core/dtype_dispatch.h"
+#include "core/fnv1a.h"
 #include "core/tensor_access.h"
 #include "distribute/errors.h"
 #include "runtime/cpu_count.h"
@@ -173,23 +174,22 @@ std::uint64_t CollectiveGroup::publish(int replica, FunctionRef<void(Descriptor&
   d.cross_error = nullptr;
   fill(d);
   // FNV-1a over everything the replicas must agree on.
-  std::uint64_t sig = 14695981039346656037ull;
-  auto mix = [&sig](std::uint64_t v) { sig = (sig ^ v) * 1099511628211ull; };
-  mix(static_cast<std::uint64_t>(d.kind));
-  mix(static_cast<std::uint64_t>(d.op));
-  mix(static_cast<std::uint64_t>(d.axis));
-  mix(static_cast<std::uint64_t>(d.bytes_per_pack));
-  mix(d.inputs.size());
-  for (const char* c = d.type_name; c != nullptr && *c != '\0'; ++c) mix(static_cast<unsigned char>(*c));
+  internal::Fnv1a sig;
+  sig.mix(static_cast<std::uint64_t>(d.kind));
+  sig.mix(static_cast<std::uint64_t>(d.op));
+  sig.mix(static_cast<std::uint64_t>(d.axis));
+  sig.mix(static_cast<std::uint64_t>(d.bytes_per_pack));
+  sig.mix(d.inputs.size());
+  if (d.type_name != nullptr) sig.mix_bytes(d.type_name);
   for (const Tensor& t : d.inputs) {
-    mix(static_cast<std::uint64_t>(t.dtype()));
-    mix(static_cast<std::uint64_t>(t.rank()));
+    sig.mix(static_cast<std::uint64_t>(t.dtype()));
+    sig.mix(static_cast<std::uint64_t>(t.rank()));
     for (int k = 0; k < t.rank(); ++k) {
-      mix(d.kind == Kind::kAllGather && k == d.axis ? 0 : static_cast<std::uint64_t>(t.dim(k)));
+      sig.mix(d.kind == Kind::kAllGather && k == d.axis ? 0 : static_cast<std::uint64_t>(t.dim(k)));
     }
   }
   Header& h = s.header[seq & 1];
-  h.signature = sig;
+  h.signature = sig.value();
   h.first = d.inputs.empty() ? nullptr : d.inputs.front().bytes().data();
   s.arrived.store(seq);
   progress_.notify_if_sleeping();

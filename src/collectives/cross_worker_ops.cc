@@ -4,6 +4,7 @@
 #include <string>
 
 #include "core/describe.h"
+#include "core/fnv1a.h"
 #include "core/tensor_access.h"
 #include "distribute/errors.h"
 
@@ -31,14 +32,13 @@ std::vector<std::byte> spec_bytes(const Tensor& t) {
 std::uint64_t layout_checksum(std::span<const Tensor> tensors) {
   // FNV-1a over words, as the in-process collectives' signature
   // (collective_group.cc): (dtype, rank, dims) of each tensor.
-  std::uint64_t h = 14695981039346656037ull;
-  const auto mix = [&h](std::uint64_t v) { h = (h ^ v) * 1099511628211ull; };
+  internal::Fnv1a h;
   for (const Tensor& t : tensors) {
-    mix(static_cast<std::uint64_t>(t.dtype()));
-    mix(static_cast<std::uint64_t>(t.rank()));
-    for (const std::int64_t d : t.shape()) mix(static_cast<std::uint64_t>(d));
+    h.mix(static_cast<std::uint64_t>(t.dtype()));
+    h.mix(static_cast<std::uint64_t>(t.rank()));
+    for (const std::int64_t d : t.shape()) h.mix(static_cast<std::uint64_t>(d));
   }
-  return h;
+  return h.value();
 }
 
 Tensor sum_over_workers(CrossWorker& cross, const char* what, const Tensor& value, CrossWorker::Clock::time_point deadline,

@@ -23,6 +23,7 @@
 #include "data/iterator_state.h"
 #include "data/prefetcher.h"
 #include "data/worker_agreement.h"
+#include "core/fnv1a.h"
 #include "distribute/errors.h"
 #include "distribute/strategy.h"
 #include "strategy/context.h"
@@ -436,16 +437,6 @@ Tensor Strategy::reduce(ReduceOp op, const PerReplica<Element>& value, std::opti
 namespace distribute::internal {
 
 namespace {
-
-// FNV-1a: a stable 64-bit hash of the pipeline's definition.
-std::uint64_t fnv1a(const std::string& text) {
-  std::uint64_t h = 14695981039346656037ull;
-  for (char c : text) {
-    h ^= static_cast<unsigned char>(c);
-    h *= 1099511628211ull;
-  }
-  return h;
-}
 
 // The iteration counters of the pipeline's reshuffling shuffles.
 std::vector<std::atomic<std::uint64_t>*> counters_of(const Dataset& pipeline) {

@@ -5,6 +5,7 @@
 
 #include "collectives/collective_group.h"
 #include "collectives/cross_worker_ops.h"
+#include "core/fnv1a.h"
 #include "distribute/errors.h"
 #include "distribute/strategy.h"
 #include "runtime/deadline.h"
@@ -141,11 +142,7 @@ void ReplicaContext::check_same_structure(const std::string& shape, const char* 
                                           const CommunicationOptions& options) const {
   if (strategy_->num_replicas_in_sync() == 1) return;
   // FNV-1a of the description: one int64 per replica, gathered.
-  std::uint64_t h = 14695981039346656037ull;
-  for (char c : shape) {
-    h ^= static_cast<unsigned char>(c);
-    h *= 1099511628211ull;
-  }
+  const std::uint64_t h = internal::fnv1a(shape);
   const Tensor all =
       all_gather(Tensor(std::vector<std::int64_t>{std::bit_cast<std::int64_t>(h)}, Shape{1}), 0, options);
   const auto hashes = all.data<std::int64_t>();
