@@ -1000,6 +1000,12 @@ PYBIND11_MODULE(_core, m) {
              ReleaseGil nogil;
              return s.gather(dist::PerReplica<dist::Tensor>(std::move(values)), axis);
            })
+      .def("gather_plain",
+           [](dist::Strategy& s, const dist::Tensor& value, int axis) {
+             Interruptible interruptible;
+             ReleaseGil nogil;
+             return s.gather(value, axis);
+           })
       // strategy.extended: fn(r) for each component r of var, in its update
       // context (on this thread, under the GIL).
       .def("extended_update",

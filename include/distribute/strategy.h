@@ -186,8 +186,13 @@ class Strategy {
   // it is reduced like a PerReplica.
   Tensor reduce(ReduceOp op, const Mirrored<Tensor>& value, std::optional<int> axis = std::nullopt);
   // A plain value, as TF treats one: the default and one-device strategies
-  // return it (reduced along the axis, if given); MirroredStrategy returns it
-  // for MEAN and raises InvalidArgumentError for SUM with more than one replica.
+  // return it (reduced along the axis, if given). Without an axis,
+  // MirroredStrategy returns it for MEAN and raises InvalidArgumentError for
+  // SUM with more than one replica; with an axis every replica counts it
+  // (SUM: num_replicas_in_sync() times its sum). With several workers the
+  // value is this worker's, reduced across the workers: SUM needs one local
+  // replica (what run returns then is plain), MEAN counts it once per local
+  // replica (the mean over the workers).
   Tensor reduce(ReduceOp op, const Tensor& value, std::optional<int> axis = std::nullopt);
   // A step of a distributed dataset with single-tensor elements
   // (InvalidArgumentError for tuples: reduce a component of regroup(value)).
@@ -228,8 +233,10 @@ class Strategy {
   // Concatenates the replicas' values along `axis`, in replica order, in
   // cross-replica context (each value: rank >= 1, equal dimensions except
   // along the axis; sizes along it may differ). A plain value is returned
-  // unchanged, as TF does. FailedPreconditionError in replica context (use
-  // get_replica_context()->all_gather there).
+  // unchanged, as TF does, except with several workers: then it is this
+  // worker's, and the workers' are concatenated (InvalidArgumentError with
+  // more than one local replica). FailedPreconditionError in replica context
+  // (use get_replica_context()->all_gather there).
   Tensor gather(const PerReplica<Tensor>& value, int axis);
   Tensor gather(const Mirrored<Tensor>& value, int axis);
   Tensor gather(const Tensor& value, int axis);

@@ -65,8 +65,10 @@ struct VariableOptions {
 
 class Variable {
  public:
-  // Raises InvalidArgumentError for synchronization NONE inside a
-  // distributing scope, and for aggregation MEAN with an integer dtype;
+  // Raises InvalidArgumentError inside a distributing scope for
+  // synchronization NONE and for aggregation MEAN with an integer dtype
+  // (outside one such a variable is made, and a MEAN update of it in a
+  // replica context raises);
   // FailedPreconditionError when created inside a replica function of a
   // MirroredStrategy (create variables in strategy.scope(), outside run).
   explicit Variable(Tensor initial_value, VariableOptions options = {});

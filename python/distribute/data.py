@@ -250,6 +250,21 @@ class _Cardinality(int):
     return np.int64(self)
 
 
+
+def _padding_value(v):
+  """A padded_batch padding value as a number: the empty string (or bytes),
+  a string component's only padding, is 0 to the core; anything else must be
+  a real number."""
+  if isinstance(v, (str, bytes)) and len(v) == 0:
+    return 0.0
+  try:
+    return float(v)
+  except (TypeError, ValueError):
+    from .errors import InvalidArgumentError
+    raise InvalidArgumentError(f"Dataset.padded_batch: expected a number for each padding value (or the empty string "
+                               f"for a string component), got {v!r}") from None
+
+
 class Dataset:
   """A tf.data-style pipeline. Build it with from_tensor_slices,
   from_tensors or range, then chain transformations; iterate it with for."""
@@ -345,7 +360,8 @@ class Dataset:
     default 0)."""
     shapes = [] if padded_shapes is None else \
         [_shape_list(s, "Dataset.padded_batch") for s in _nest.flatten(padded_shapes, lists=False)]
-    values = [] if padding_values is None else [float(v) for v in _nest.flatten(padding_values, lists=False)]
+    values = [] if padding_values is None else \
+        [_padding_value(v) for v in _nest.flatten(padding_values, lists=False)]
     return self._derive(self._core.padded_batch(int(batch_size), shapes, values, bool(drop_remainder)))
 
   def flat_map(self, map_func, name=None):

@@ -102,7 +102,9 @@ class Strategy:
   # --- cross-replica ---
   def reduce(self, reduce_op, value, axis=None):
     """Combines per-replica values (SUM or MEAN), along ``axis`` first if
-    given (MEAN divides by the total count along it)."""
+    given (MEAN divides by the total count along it). A plain value is
+    treated as TF does: with several workers it is this worker's (what run
+    returns with one local replica), reduced across the workers."""
     op = ReduceOp.of(reduce_op).value
     self._check_values(value, "Strategy.reduce")
 
@@ -170,13 +172,17 @@ class Strategy:
     return [np.asarray(b) for b in self._core.experimental_allocate_shared(name, shape)]
 
   def gather(self, value, axis):
-    """Concatenates the replicas' values along ``axis``."""
+    """Concatenates the replicas' values along ``axis``. A plain value is
+    returned unchanged, except with several workers (one local replica
+    each): then it is this worker's, and the workers' are concatenated."""
     self._check_values(value, "Strategy.gather")
 
     def one(leaf):
       if isinstance(leaf, DistributedValues):
         return self._core.gather([convert(v) for v in leaf], int(axis))
-      return convert(leaf)
+      # Unchanged, as TF's, except with several workers: then this worker's
+      # value, gathered across them.
+      return self._core.gather_plain(convert(leaf), int(axis))
 
     return _nest.map_structure(one, value)
 

@@ -12,6 +12,7 @@
 #include "core/tensor_access.h"
 #include "distribute/errors.h"
 #include "runtime/cpu_count.h"
+#include "runtime/deadline.h"
 #include "runtime/interrupt.h"
 
 namespace distribute::internal {
@@ -227,7 +228,15 @@ void CollectiveGroup::wait_all_done(int replica, std::uint64_t seq, const char* 
 void CollectiveGroup::cross_workers(int replica, std::uint64_t seq, const char* what, Clock::time_point deadline,
                                     FunctionRef<void()> combine) {
   if (replica != 0) {
-    wait(replica, seq, what, deadline, Phase::kFinish, [&] { return slot(0).crossed.load() >= seq; });
+    // Replica 0's step across the workers is bounded by the transport, which
+    // may wait past `deadline` (the hierarchical mode's graces, a tenth of
+    // the time left each) to name the worker it did not hear from: it then
+    // either stores `crossed` or aborts the group with that error. This
+    // bound only backs that up; at `deadline` itself this replica would
+    // raise first, naming no worker.
+    const Clock::duration left = std::max(deadline - Clock::now(), Clock::duration::zero());
+    wait(replica, seq, what, extended(deadline, left / 2), Phase::kFinish,
+         [&] { return slot(0).crossed.load() >= seq; });
     if (desc(0, seq).cross_error) std::rethrow_exception(desc(0, seq).cross_error);
     return;
   }
@@ -709,6 +718,8 @@ std::shared_ptr<void> CollectiveGroup::merge_call(
     for (int q = 0; q < n_; ++q) all[static_cast<std::size_t>(q)] = desc(q, seq).args.get();
     Descriptor& d0 = slot(0).desc[seq & 1];
     try {
+      // (Its cross-worker calls end before the others stop waiting for it.)
+      const ScopedDeadlineCap cap(deadline);
       d0.merge_result = leader(all);
     } catch (...) {
       d0.merge_error = std::current_exception();

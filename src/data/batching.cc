@@ -124,9 +124,10 @@ std::int64_t batch_dim(const Element& e, const char* op) {
   std::int64_t rows = -1;
   for (std::size_t c = 0; c < e.size(); ++c) {
     if (e[c].rank() == 0) {
-      throw InvalidArgumentError(std::string(op) + ": expected batched elements (rank >= 1), got a scalar" +
-                                 (e.size() > 1 ? " as component " + std::to_string(c) : std::string()) +
-                                 "; call batch() on the dataset first");
+      throw InvalidArgumentError(std::string(op) + ": expected a batched dataset (elements of rank >= 1), got a "
+                                 "scalar element" +
+                                 (e.size() > 1 ? " (component " + std::to_string(c) + ")" : std::string()) +
+                                 "; call the batch method on the dataset first");
     }
     if (rows >= 0 && e[c].dim(0) != rows) {
       throw InvalidArgumentError(std::string(op) + ": expected every component to have the same batch size, got " +
@@ -465,14 +466,16 @@ class RebatchNode final : public UnaryNode {
   std::shared_ptr<const DatasetNode> with_input(Dataset input) const override {
     return copy_with_input<RebatchNode>(std::move(input));
   }
-  RebatchNode(Dataset input, std::vector<std::int64_t> sizes, bool drop_remainder)
-      : UnaryNode(std::move(input)), sizes_(std::move(sizes)), drop_remainder_(drop_remainder) {}
+  // `op`: the call its errors name (experimental_distribute_dataset's
+  // rebatching names that call, not Dataset::rebatch).
+  RebatchNode(Dataset input, std::vector<std::int64_t> sizes, bool drop_remainder, const char* op = "Dataset::rebatch")
+      : UnaryNode(std::move(input)), sizes_(std::move(sizes)), drop_remainder_(drop_remainder), op_(op) {}
 
   std::unique_ptr<ElementIterator> make_iterator() const override {
     class It final : public ElementIterator {
      public:
-      It(std::unique_ptr<ElementIterator> input, std::vector<std::int64_t> sizes, bool drop)
-          : input_(std::move(input)), sizes_(std::move(sizes)), drop_(drop) {}
+      It(std::unique_ptr<ElementIterator> input, std::vector<std::int64_t> sizes, bool drop, const char* op)
+          : input_(std::move(input)), sizes_(std::move(sizes)), drop_(drop), op_(op) {}
 
       std::optional<Element> next() override {
         if (done_) return std::nullopt;
@@ -512,7 +515,7 @@ class RebatchNode final : public UnaryNode {
           }
           // Checked before it becomes current_: after a bad element the
           // iterator goes on from the previous (valid) state.
-          rows_ = batch_dim(*e, "Dataset::rebatch");
+          rows_ = batch_dim(*e, op_);
           current_ = std::move(e);
           offset_ = 0;
           if (rows_ == 0) continue;  // empty input batches contribute nothing
@@ -527,12 +530,13 @@ class RebatchNode final : public UnaryNode {
       std::unique_ptr<ElementIterator> input_;
       std::vector<std::int64_t> sizes_;
       bool drop_;
+      const char* op_;
       std::size_t next_size_ = 0;
       std::optional<Element> current_;
       std::int64_t offset_ = 0, rows_ = 0;
       bool done_ = false;
     };
-    return std::make_unique<It>(iterate(input_), sizes_, drop_remainder_);
+    return std::make_unique<It>(iterate(input_), sizes_, drop_remainder_, op_);
   }
   std::optional<std::int64_t> static_batch_size() const override {
     if (sizes_.size() == 1) return sizes_[0];
@@ -560,9 +564,29 @@ class RebatchNode final : public UnaryNode {
  private:
   std::vector<std::int64_t> sizes_;
   bool drop_remainder_;
+  const char* op_;
 };
 
 }  // namespace
+
+// Dataset::rebatch's checks of its sizes (all zeros would never read the
+// input: an endless stream of empty batches).
+void check_rebatch_sizes(const std::vector<std::int64_t>& batch_sizes) {
+  if (batch_sizes.empty()) throw InvalidArgumentError("Dataset::rebatch: expected at least one batch size, got none");
+  bool any_positive = false;
+  for (std::int64_t s : batch_sizes) {
+    if (s < 0) throw InvalidArgumentError("Dataset::rebatch: expected batch sizes >= 0, got " + std::to_string(s));
+    any_positive = any_positive || s > 0;
+  }
+  if (!any_positive) throw InvalidArgumentError("Dataset::rebatch: expected at least one batch size > 0, got only zeros");
+}
+
+Dataset rebatch_for_distribution(const Dataset& dataset, std::vector<std::int64_t> batch_sizes) {
+  check_rebatch_sizes(batch_sizes);
+  return Dataset(std::make_shared<RebatchNode>(dataset, std::move(batch_sizes), /*drop_remainder=*/false,
+                                               "experimental_distribute_dataset"));
+}
+
 }  // namespace internal
 
 Dataset Dataset::batch(std::int64_t batch_size, bool drop_remainder) const {
@@ -594,13 +618,7 @@ Dataset Dataset::padded_batch(std::int64_t batch_size, std::vector<std::vector<s
 Dataset Dataset::unbatch() const { return Dataset(std::make_shared<internal::UnbatchNode>(*this)); }
 
 Dataset Dataset::rebatch(std::vector<std::int64_t> batch_sizes, bool drop_remainder) const {
-  if (batch_sizes.empty()) throw InvalidArgumentError("Dataset::rebatch: expected at least one batch size, got none");
-  bool any_positive = false;
-  for (std::int64_t s : batch_sizes) {
-    if (s < 0) throw InvalidArgumentError("Dataset::rebatch: expected batch sizes >= 0, got " + std::to_string(s));
-    any_positive = any_positive || s > 0;
-  }
-  if (!any_positive) throw InvalidArgumentError("Dataset::rebatch: expected at least one batch size > 0, got only zeros");
+  internal::check_rebatch_sizes(batch_sizes);
   return Dataset(std::make_shared<internal::RebatchNode>(*this, std::move(batch_sizes), drop_remainder));
 }
 

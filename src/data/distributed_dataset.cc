@@ -84,9 +84,10 @@ class SplitNode final : public UnaryNode {
           if (!e.has_value()) return std::nullopt;
           for (const Tensor& c : e->components()) {
             if (c.rank() == 0) {
-              throw InvalidArgumentError("experimental_distribute_dataset: cannot split a dataset of scalar elements "
-                                         "across " + std::to_string(pieces_) + " replicas; call batch() on the "
-                                         "dataset with the global batch size first");
+              throw InvalidArgumentError("experimental_distribute_dataset: expected a batched dataset (elements of "
+                                         "rank >= 1, split along their first dimension across the " +
+                                         std::to_string(pieces_) + " replicas), got a scalar element; call the "
+                                         "batch method on the dataset with the global batch size first");
             }
           }
           rows_ = batch_dim(*e, "experimental_distribute_dataset");
@@ -335,7 +336,8 @@ DistributedDataset Strategy::experimental_distribute_dataset(const Dataset& data
     if (num_workers() > 1) return distribute_across_workers(dataset, options);
     if (n == 1) return DistributedDataset(dataset, 1, options);
     if (std::optional<std::int64_t> global = dataset.static_batch_size()) {
-      return DistributedDataset(dataset.rebatch(batch_sizes_for_worker(*global, 1, n, 0)), n, options);
+      return DistributedDataset(internal::rebatch_for_distribution(dataset, batch_sizes_for_worker(*global, 1, n, 0)),
+                                n, options);
     }
     return DistributedDataset(Dataset(std::make_shared<internal::SplitNode>(dataset, n)), n, options);
   }();
@@ -352,7 +354,7 @@ DistributedDataset Strategy::distribute_across_workers(const Dataset& dataset, c
   // worker's own data).
   const auto rebatch_for_worker = [&](const Dataset& d) {
     if (std::optional<std::int64_t> global = d.static_batch_size()) {
-      return d.rebatch(batch_sizes_for_worker(*global, num_workers(), r, worker_index()));
+      return internal::rebatch_for_distribution(d, batch_sizes_for_worker(*global, num_workers(), r, worker_index()));
     }
     return split(d);
   };

@@ -26,4 +26,32 @@ inline Clock::time_point extended(Clock::time_point deadline, Clock::duration la
   return deadline + later;
 }
 
+// The latest deadline the calling thread's cross-worker calls made in
+// cross-replica context may have (Clock::time_point::max(): none). A
+// merge_call's leader runs its function under a cap a tenth of the time
+// left before the merge_call's own deadline: a worker that does not answer
+// its reduce is then named by the leader's error before the other local
+// replicas, waiting for the leader until that deadline, give up naming
+// the leader.
+inline thread_local Clock::time_point t_deadline_cap = Clock::time_point::max();
+
+class ScopedDeadlineCap {
+ public:
+  // Caps this thread's cross-worker deadlines at a tenth of the time left
+  // before `deadline` (no cap for no deadline); the previous cap is kept
+  // if earlier.
+  explicit ScopedDeadlineCap(Clock::time_point deadline) : previous_(t_deadline_cap) {
+    if (deadline == Clock::time_point::max()) return;
+    const Clock::time_point now = Clock::now();
+    const Clock::time_point cap = deadline > now ? deadline - (deadline - now) / 10 : deadline;
+    if (cap < t_deadline_cap) t_deadline_cap = cap;
+  }
+  ~ScopedDeadlineCap() { t_deadline_cap = previous_; }
+  ScopedDeadlineCap(const ScopedDeadlineCap&) = delete;
+  ScopedDeadlineCap& operator=(const ScopedDeadlineCap&) = delete;
+
+ private:
+  Clock::time_point previous_;
+};
+
 }  // namespace distribute::internal

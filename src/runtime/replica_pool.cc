@@ -58,7 +58,18 @@ void ReplicaPool::run(FunctionRef<void(int)> task, FunctionRef<void()> prologue,
     task(0);
     return;
   }
-  std::lock_guard<std::mutex> lock(run_mutex_);
+  // One run() at a time. A caller that waits for another thread's run
+  // polls its interrupt check meanwhile (Ctrl-C from Python): that run may
+  // last as long as its replica functions do.
+  std::unique_lock<std::timed_mutex> lock(run_mutex_, std::defer_lock);
+  if (!lock.try_lock()) {
+    InterruptPoll poll;
+    if (!poll.active()) {
+      lock.lock();
+    } else {
+      while (!lock.try_lock_until(poll.slice_end(std::chrono::steady_clock::time_point::max()))) poll.poll();
+    }
+  }
   owner_.store(std::this_thread::get_id(), std::memory_order_relaxed);
   struct ClearOwner {
     std::atomic<std::thread::id>& owner;

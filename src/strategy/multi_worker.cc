@@ -24,8 +24,10 @@ std::vector<DeviceSpec> local_devices(const MultiWorkerOptions& options) {
   return devices;
 }
 
+// A cross-replica call's deadline: the timeout from now, capped inside a
+// merge_call's function by that merge_call's (internal::ScopedDeadlineCap).
 internal::CrossWorker::Clock::time_point deadline_of(const CommunicationOptions& options) {
-  return internal::deadline_after(*options.timeout_seconds);
+  return std::min(internal::deadline_after(*options.timeout_seconds), internal::t_deadline_cap);
 }
 
 std::shared_ptr<internal::CrossWorker> required(std::shared_ptr<internal::CrossWorker> transport) {

@@ -120,6 +120,13 @@ Tensor Strategy::reduce(ReduceOp op, const Tensor& value, std::optional<int> axi
     // combined (SUM therefore gives N times the sum).
     return reduce(op, PerReplica<Tensor>(std::vector<Tensor>(devices_.size(), value)), axis);
   }
+  if (num_workers() > 1 && (num_local_replicas() == 1 || op == ReduceOp::MEAN)) {
+    // As TF's MultiWorkerMirroredStrategy with several workers: a plain
+    // value is this worker's (what run returns with one local replica) and
+    // is reduced across the workers; MEAN over several local replicas
+    // counts it once per local replica, which is the mean over workers.
+    return reduce(op, PerReplica<Tensor>(std::vector<Tensor>(devices_.size(), value)), axis);
+  }
   if (op == ReduceOp::MEAN || num_replicas_in_sync() == 1) return value;
   throw InvalidArgumentError("A non-DistributedValues value " + value.to_string() +
                              " cannot be reduced with the given reduce op ReduceOp.SUM by " + to_string() +

@@ -188,8 +188,17 @@ Tensor Strategy::gather(const Mirrored<Tensor>& value, int axis) {
 
 Tensor Strategy::gather(const Tensor& value, int axis) {
   require_cross_replica_or_default_context("gather");
-  (void)axis;
-  return value;  // TF returns a non-distributed value unchanged
+  if (num_workers() == 1) return value;  // TF returns a non-distributed value unchanged
+  // Several workers: as TF's MultiWorkerMirroredStrategy, the value is this
+  // worker's and the workers' values are concatenated; with several local
+  // replicas it would be ambiguous (TF has no answer either).
+  if (num_local_replicas() != 1) {
+    throw InvalidArgumentError("Strategy::gather: expected a PerReplica (one value per replica) from " + to_string() +
+                               ", which has " + std::to_string(num_local_replicas()) +
+                               " local replicas, got a plain tensor " + value.to_string() +
+                               " (a plain value is a worker's own only with one local replica)");
+  }
+  return gather(PerReplica<Tensor>(std::vector<Tensor>{value}), axis);
 }
 
 }  // namespace distribute

@@ -86,6 +86,11 @@ constexpr std::size_t kDirectBytes = 256 * 1024;
 // kEagerBytes.
 constexpr std::size_t kEagerBytes = 4000;
 constexpr std::size_t kChunkedBytes = 32 * 1024;
+// A failure report sent over MPI is cut to this many bytes: well within the
+// eager limit, so that it arrives whole without its sender's help (the
+// sender stops making MPI calls once it reported), and the receiver's
+// MPI_Recv of a message MPI_Iprobe found returns at once.
+constexpr std::size_t kReportBytes = 1024;
 
 std::string mpi_error(int code) {
   char text[MPI_MAX_ERROR_STRING];
@@ -491,23 +496,9 @@ class MpiCrossWorker final : public CrossWorker {
         break_channel_locked();
         return;
       }
-      std::vector<MPI_Request> sends;
-      for (int p = 0; p < size_; ++p) {
-        if (p == rank_) continue;
-        MPI_Request r = MPI_REQUEST_NULL;
-        MPI_Isend(failure_text_.data(), static_cast<int>(failure_text_.size()), MPI_CHAR, p, failure_tag_, control_,
-                  &r);
-        sends.push_back(r);
-      }
-      // Small messages complete at once (eager protocol); give the others a
-      // moment, never block on a dead peer.
-      const auto until = Clock::now() + std::chrono::milliseconds(200);
-      int done = 0;
-      while (!sends.empty() && Clock::now() < until) {
-        MPI_Testall(static_cast<int>(sends.size()), sends.data(), &done, MPI_STATUSES_IGNORE);
-        if (done != 0) break;
-        std::this_thread::yield();
-      }
+      std::string report = failure_text_;
+      if (report.size() > kReportBytes) report = report.substr(0, kReportBytes - 3) + "...";
+      send_to_peers_locked(std::move(report), std::chrono::milliseconds(200));
       break_channel_locked();
     } catch (...) {
       // Reporting is best effort: the deadline still bounds the others' waits.
@@ -861,10 +852,15 @@ class MpiCrossWorker final : public CrossWorker {
     }
   }
 
-  // The notice that this worker left (the MPI mutex held). Small messages
-  // complete at once (eager); never blocks on a dead peer.
-  void send_leaving_locked() {
-    auto text = std::make_unique<std::string>(leaving_text());
+  // The notice that this worker left (the MPI mutex held).
+  void send_leaving_locked() { send_to_peers_locked(leaving_text(), std::chrono::milliseconds(20)); }
+
+  // Sends `text` to every peer on the control communicator (the MPI mutex
+  // held), waiting for the sends at most `patience`: small messages
+  // complete at once (eager); never blocks on a dead peer. Sends still
+  // pending then keep their text (and the communicators) to the end.
+  void send_to_peers_locked(std::string message, std::chrono::milliseconds patience) {
+    auto text = std::make_unique<std::string>(std::move(message));
     std::vector<MPI_Request> sends;
     for (int p = 0; p < size_; ++p) {
       if (p == rank_) continue;
@@ -872,11 +868,12 @@ class MpiCrossWorker final : public CrossWorker {
       MPI_Isend(text->data(), static_cast<int>(text->size()), MPI_CHAR, p, failure_tag_, control_, &sends.back());
     }
     int done = 0;
-    const auto until = Clock::now() + std::chrono::milliseconds(20);
-    while (done == 0 && Clock::now() < until) {
+    const auto until = Clock::now() + patience;
+    while (!sends.empty() && done == 0 && Clock::now() < until) {
       MPI_Testall(static_cast<int>(sends.size()), sends.data(), &done, MPI_STATUSES_IGNORE);
+      if (done == 0) std::this_thread::yield();
     }
-    if (done == 0) {
+    if (!sends.empty() && done == 0) {
       // MPI still reads the text: leave it (and the communicators) to MPI.
       for (MPI_Request& r : sends) {
         if (r != MPI_REQUEST_NULL) MPI_Request_free(&r);
@@ -1219,8 +1216,17 @@ class MpiCrossWorker final : public CrossWorker {
     if (flag == 0) return;
     int length = 0;
     MPI_Get_count(&status, MPI_CHAR, &length);
-    std::string text(static_cast<std::size_t>(std::max(length, 0)), '\0');
-    MPI_Recv(text.data(), length, MPI_CHAR, status.MPI_SOURCE, failure_tag_, control_, MPI_STATUS_IGNORE);
+    std::string text;
+    if (length >= 0 && static_cast<std::size_t>(length) <= kReportBytes) {
+      // Sent eagerly (at most kReportBytes): here whole, received at once.
+      text.resize(static_cast<std::size_t>(length));
+      MPI_Recv(text.data(), length, MPI_CHAR, status.MPI_SOURCE, failure_tag_, control_, MPI_STATUS_IGNORE);
+    } else {
+      // Not one of this library's reports: receiving it could wait for its
+      // sender, which makes no more MPI calls once it reported.
+      text = "a report of " + std::to_string(length) + " bytes, more than the " + std::to_string(kReportBytes) +
+             " a report has, left unread";
+    }
     if (complete_within_grace_locked(requests)) {
       kept_report_ = "worker " + std::to_string(status.MPI_SOURCE) + " reported a failure (" + text + ")";
       return;

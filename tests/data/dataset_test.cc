@@ -822,7 +822,8 @@ TEST(Rebatch, BadSizesAreErrors) {
 
 TEST(Rebatch, UnbatchedInputIsAnError) {
   EXPECT_THAT(message_of<InvalidArgumentError>([] { Dataset::range(3).rebatch(2).make_iterator().get_next(); }),
-              HasSubstr("batch()"));
+              HasSubstr("Dataset::rebatch: expected a batched dataset (elements of rank >= 1), got a scalar element; "
+                        "call the batch method"));
 }
 
 // ---------------------------------------------------------------------------

@@ -354,7 +354,9 @@ TEST(DistributedDatasetSplitTest, ScalarElementsCannotBeSplit) {
     DistributedIterator it = dataset.make_iterator();
     it.get_next();
   });
-  EXPECT_THAT(message, HasSubstr("batch()"));
+  // The same words as at the call, naming what was got.
+  EXPECT_THAT(message, HasSubstr("expected a batched dataset"));
+  EXPECT_THAT(message, HasSubstr("got a scalar element; call the batch method"));
 }
 
 // ---------------------------------------------------------------------------

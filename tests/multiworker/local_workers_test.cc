@@ -487,6 +487,53 @@ TEST(LocalWorkers, AStuckWorkerIsNamedAtTheDeadline) {
   EXPECT_LT(seconds, 10.0);
 }
 
+// With two local replicas the other replica waits on replica 0's step
+// across the workers past the call's deadline, so that the error is the
+// transport's, naming the worker, not its own "missing []" (audit, 12-07).
+TEST(LocalWorkers, AStuckWorkerIsNamedWithTwoLocalReplicas) {
+  for (int attempt = 0; attempt < 3; ++attempt) {
+    const auto errors = run_workers(
+        2, 2,
+        [](int w, MultiWorkerMirroredStrategy& s) {
+          if (w == 1) {
+            std::this_thread::sleep_for(std::chrono::milliseconds(800));
+            return;  // never joins the collective
+          }
+          s.run([] { current_replica_context().all_reduce(ReduceOp::SUM, Tensor{1.f}); });
+        },
+        /*timeout_seconds=*/0.3);
+    ASSERT_TRUE(errors[0]);
+    EXPECT_THAT(what_of(errors[0]), HasSubstr("nothing received from worker(s) [1]"));
+    EXPECT_FALSE(errors[1]) << what_of(errors[1]);
+  }
+}
+
+// A merge_call's function reducing across the workers: its deadline is
+// capped before the merge_call's own, so the leader names the worker that
+// does not answer before the other local replica gives up on the leader
+// ("missing [0]") (audit, 12-07).
+TEST(LocalWorkers, AStuckWorkerIsNamedFromAMergeCall) {
+  for (int attempt = 0; attempt < 3; ++attempt) {
+    const auto errors = run_workers(
+        2, 2,
+        [](int w, MultiWorkerMirroredStrategy& s) {
+          if (w == 1) {
+            std::this_thread::sleep_for(std::chrono::milliseconds(800));
+            return;  // never joins the reduce
+          }
+          s.run([] {
+            return current_replica_context().merge_call(
+                [](Strategy& st, const PerReplica<Tensor>& v) { return st.reduce(ReduceOp::SUM, v); }, Tensor{1.f});
+          });
+        },
+        /*timeout_seconds=*/0.3);
+    ASSERT_TRUE(errors[0]);
+    EXPECT_TRUE(is<DeadlineExceededError>(errors[0])) << what_of(errors[0]);
+    EXPECT_THAT(what_of(errors[0]), HasSubstr("nothing received from worker(s) [1]"));
+    EXPECT_FALSE(errors[1]) << what_of(errors[1]);
+  }
+}
+
 TEST(LocalWorkers, SigtermOnOneWorkerSavesOnceAtTheSameCallOnEvery) {
   TempDir dir("local_workers_test");
   struct Stopped {};

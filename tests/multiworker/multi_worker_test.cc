@@ -235,6 +235,27 @@ TEST(MultiWorker, AllGatherWithUnequalSizesAcrossWorkers) {
   }
 }
 
+// As TF's MultiWorkerMirroredStrategy: a plain value is the worker's own
+// (what run returns with one local replica) and is reduced or gathered
+// across the workers.
+TEST(MultiWorker, APlainValueIsTheWorkersOwnInReduceAndGather) {
+  MultiWorkerMirroredStrategy& s = strategy();
+  const int workers = s.num_workers();
+  const Tensor mine{static_cast<float>(s.worker_index() + 1)};
+  const auto sum_of_workers = static_cast<float>(workers * (workers + 1) / 2);
+  // MEAN counts it once per local replica: the mean over the workers.
+  EXPECT_TRUE(allclose(s.reduce(ReduceOp::MEAN, mine), Tensor{sum_of_workers / static_cast<float>(workers)}));
+  if (g_local == 1) {
+    EXPECT_EQ(s.reduce(ReduceOp::SUM, mine), Tensor{sum_of_workers});
+    std::vector<float> each;
+    for (int w = 1; w <= workers; ++w) each.push_back(static_cast<float>(w));
+    EXPECT_EQ(s.gather(mine, 0), Tensor(each, Shape{workers}));
+  } else {
+    EXPECT_THROW((void)s.reduce(ReduceOp::SUM, mine), InvalidArgumentError);
+    EXPECT_THROW((void)s.gather(mine, 0), InvalidArgumentError);
+  }
+}
+
 TEST(MultiWorker, StrategyReduceAndGatherCoverEveryWorker) {
   MultiWorkerMirroredStrategy& s = strategy();
   const int total = s.num_replicas_in_sync();

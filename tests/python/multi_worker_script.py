@@ -33,6 +33,13 @@ with open("/proc/self/maps") as maps:
   segment = "/dev/shm/distribute-" in maps.read()
 print(f"worker {w}: all_reduce {float(np.asarray(s.experimental_local_results(out)[0])[0])} dataset {total} "
       f"segment {segment}", flush=True)
+# One local replica: run returns this worker's value itself, and reduce and
+# gather of it without an axis go across the workers, as TF's.
+plain = s.run(lambda: np.array([w + 1.0], np.float32))
+plain_sum = float(np.asarray(s.reduce("sum", plain))[0])
+plain_mean = float(np.asarray(s.reduce("mean", plain))[0])
+print(f"worker {w}: plain distributed {isinstance(plain, dist.DistributedValues)} sum {plain_sum} mean {plain_mean} "
+      f"gather {np.asarray(s.gather(plain, 0)).tolist()}", flush=True)
 # A block from experimental_allocate_shared, summed in place: in the host's
 # shared memory with the segment (its address in a /dev/shm mapping).
 block = s.experimental_allocate_shared(300_001)[0]

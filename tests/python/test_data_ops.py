@@ -71,6 +71,10 @@ def test_padded_batch_as_tf_documents():
     list(fills().padded_batch(2, padded_shapes=3))
   with pytest.raises(dist.InvalidArgumentError, match="padded shape as an int or a list"):
     fills().padded_batch(2, padded_shapes="5")
+  # A padding value that is not a number (nor a string component's empty
+  # string) is named, as an InvalidArgumentError (it was float()'s ValueError).
+  with pytest.raises(dist.InvalidArgumentError, match="expected a number for each padding value.*got 'x'"):
+    fills().padded_batch(2, padding_values="x")
 
 
 def test_flat_map_and_interleave_as_tf_documents():

@@ -226,6 +226,34 @@ TEST_P(RunTest, RunFromSeveralThreadsIsSerialized) {
   EXPECT_LE(max_in_flight.load(), n());
 }
 
+// A run() that waits for another thread's run polls its interrupt check
+// (Python's Ctrl-C), however long that run lasts (audit, 12-07).
+TEST(RunFromSeveralThreads, AWaitingRunPollsItsInterruptCheck) {
+  MirroredStrategy strategy({"CPU:0", "CPU:1"});
+  std::atomic<bool> inside{false}, release{false};
+  std::thread other([&] {
+    strategy.run([&] {
+      inside = true;
+      while (!release) std::this_thread::sleep_for(std::chrono::milliseconds(1));
+    });
+  });
+  while (!inside) std::this_thread::sleep_for(std::chrono::milliseconds(1));
+  std::atomic<int> checks{0};
+  {
+    ScopedInterruptCheck interrupt(
+        [&] {
+          if (++checks == 3) throw CancelledError("interrupted while waiting for another run");
+        },
+        std::chrono::milliseconds(10));
+    EXPECT_THROW(strategy.run([] {}), CancelledError);
+  }
+  EXPECT_EQ(checks.load(), 3);
+  release = true;
+  other.join();
+  // The strategy runs again afterwards.
+  EXPECT_EQ(strategy.run([] { return 1; }).values().size(), 2u);
+}
+
 TEST(RunDefaultState, QueriesOutsideAnyScope) {
   EXPECT_FALSE(in_cross_replica_context());
   EXPECT_FALSE(has_strategy());
