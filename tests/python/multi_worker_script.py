@@ -61,7 +61,8 @@ print(f"worker {w}: shared block in shm {in_shm} sums {sums}", flush=True)
 if mode == "fail":
   def step():
     if w == 1:
-      raise RuntimeError("worker one's replica failed")
+      # "long": a report far beyond MPI's eager limit (sent cut to 1 KiB).
+      raise RuntimeError("worker one's replica failed" + (" and said so at length" * 2000 if "long" in sys.argv else ""))
     dist.get_replica_context().all_reduce("sum", np.ones(4, np.float32))
   try:
     s.run(step)

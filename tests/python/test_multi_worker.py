@@ -14,8 +14,8 @@ mpirun = shutil.which("mpirun")
 pytestmark = pytest.mark.skipif(mpirun is None, reason="mpirun (openmpi-bin) is not installed")
 
 
-def launch(mode, transport="shm", *extra):
-  env = dict(os.environ, OMPI_ALLOW_RUN_AS_ROOT="1", OMPI_ALLOW_RUN_AS_ROOT_CONFIRM="1")
+def launch(mode, transport="shm", *extra, **env_extra):
+  env = dict(os.environ, OMPI_ALLOW_RUN_AS_ROOT="1", OMPI_ALLOW_RUN_AS_ROOT_CONFIRM="1", **env_extra)
   env.pop("DISTRIBUTE_SHARED_MEMORY", None)
   command = [mpirun, "-np", "2", "--oversubscribe", "--mca", "oob_tcp_if_include", "lo", "--mca", "pml", "ob1",
              "--mca", "btl", "self,vader", sys.executable, str(SCRIPT), mode, transport, *extra]
@@ -40,6 +40,18 @@ def test_a_failing_worker_is_reported_to_the_other():
   assert "worker 1: RuntimeError: worker one's replica failed" in done.stdout, done.stdout + done.stderr
   assert "worker 0: UnavailableError" in done.stdout and "worker 1" in done.stdout, done.stdout + done.stderr
   assert done.returncode != 0  # a broken channel ends the job with an error status
+
+
+def test_a_long_failure_report_over_mpi_reaches_the_other_cut():
+  # Over MPI alone (no segment, no process watch): the failing worker makes
+  # no MPI call after its report, so a report beyond the eager limit would
+  # leave the other in MPI_Recv until the job is aborted; it is cut to 1 KiB.
+  done = launch("fail", "mpi", "long", DISTRIBUTE_PROCESS_WATCH="0")
+  out = done.stdout + done.stderr
+  line = [l for l in done.stdout.splitlines() if l.startswith("worker 0: UnavailableError")]
+  assert line, out
+  assert "worker one's replica failed and said so at length" in line[0] and line[0].endswith("...)"), out
+  assert len(line[0]) < 1500, out
 
 
 def test_ctrl_c_on_one_worker_interrupts_it_and_is_reported_to_the_other():
