@@ -188,11 +188,13 @@ class Strategy {
   // A plain value, as TF treats one: the default and one-device strategies
   // return it (reduced along the axis, if given). Without an axis,
   // MirroredStrategy returns it for MEAN and raises InvalidArgumentError for
-  // SUM with more than one replica; with an axis every replica counts it
-  // (SUM: num_replicas_in_sync() times its sum). With several workers the
-  // value is this worker's, reduced across the workers: SUM needs one local
-  // replica (what run returns then is plain), MEAN counts it once per local
-  // replica (the mean over the workers).
+  // SUM with more than one replica; with an axis every local replica counts
+  // it (SUM: the number of local replicas times its sum, over the workers).
+  // With several workers the value is this worker's, reduced across the
+  // workers, so every worker must make the call, in the same order as its
+  // other collectives: SUM needs one local replica (what run returns then
+  // is plain), MEAN counts it once per local replica (the mean over the
+  // workers).
   Tensor reduce(ReduceOp op, const Tensor& value, std::optional<int> axis = std::nullopt);
   // A step of a distributed dataset with single-tensor elements
   // (InvalidArgumentError for tuples: reduce a component of regroup(value)).
@@ -234,8 +236,8 @@ class Strategy {
   // cross-replica context (each value: rank >= 1, equal dimensions except
   // along the axis; sizes along it may differ). A plain value is returned
   // unchanged, as TF does, except with several workers: then it is this
-  // worker's, and the workers' are concatenated (InvalidArgumentError with
-  // more than one local replica). FailedPreconditionError in replica context
+  // worker's, and the workers' are concatenated, a collective every worker
+  // makes (InvalidArgumentError with more than one local replica). FailedPreconditionError in replica context
   // (use get_replica_context()->all_gather there).
   Tensor gather(const PerReplica<Tensor>& value, int axis);
   Tensor gather(const Mirrored<Tensor>& value, int axis);

@@ -104,7 +104,8 @@ class Strategy:
     """Combines per-replica values (SUM or MEAN), along ``axis`` first if
     given (MEAN divides by the total count along it). A plain value is
     treated as TF does: with several workers it is this worker's (what run
-    returns with one local replica), reduced across the workers."""
+    returns with one local replica), reduced across the workers, a
+    collective that every worker makes."""
     op = ReduceOp.of(reduce_op).value
     self._check_values(value, "Strategy.reduce")
 
@@ -174,7 +175,8 @@ class Strategy:
   def gather(self, value, axis):
     """Concatenates the replicas' values along ``axis``. A plain value is
     returned unchanged, except with several workers (one local replica
-    each): then it is this worker's, and the workers' are concatenated."""
+    each): then it is this worker's, and the workers' are concatenated (a
+    collective that every worker makes)."""
     self._check_values(value, "Strategy.gather")
 
     def one(leaf):

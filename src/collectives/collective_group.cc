@@ -530,7 +530,7 @@ void CollectiveGroup::combine_workers(int replica, std::uint64_t seq, ReduceOp o
       auto* data = const_cast<std::byte*>(b.bytes().data());
       cross_->all_reduce_sum(label.c_str(), b.dtype(), direct ? values[pack.first].bytes().data() : data, data,
                              static_cast<std::size_t>(b.num_elements()),
-                             layout_checksum(values.subspan(pack.first, pack.last - pack.first)), deadline,
+                             layout_checksum(values.subspan(pack.first, pack.last - pack.first), "all_reduce"), deadline,
                              [this] { return aborted_.load(); });
       if (op != ReduceOp::MEAN) continue;
       dispatch_dtype(b.dtype(), [&](auto zero) {

@@ -29,10 +29,11 @@ std::vector<std::byte> spec_bytes(const Tensor& t) {
 
 }  // namespace
 
-std::uint64_t layout_checksum(std::span<const Tensor> tensors) {
+std::uint64_t layout_checksum(std::span<const Tensor> tensors, std::string_view call) {
   // FNV-1a over words, as the in-process collectives' signature
-  // (collective_group.cc): (dtype, rank, dims) of each tensor.
+  // (collective_group.cc): the call, then (dtype, rank, dims) of each tensor.
   internal::Fnv1a h;
+  h.mix_bytes(call);
   for (const Tensor& t : tensors) {
     h.mix(static_cast<std::uint64_t>(t.dtype()));
     h.mix(static_cast<std::uint64_t>(t.rank()));
@@ -47,7 +48,7 @@ Tensor sum_over_workers(CrossWorker& cross, const char* what, const Tensor& valu
   void* data = nullptr;
   Tensor out = allocate_tensor(value.dtype(), value.shape(), &data);
   cross.all_reduce_sum(what, value.dtype(), value.bytes().data(), data, static_cast<std::size_t>(value.num_elements()),
-                       layout_checksum(std::span<const Tensor>(&value, 1)), deadline, cancelled);
+                       layout_checksum(std::span<const Tensor>(&value, 1), what), deadline, cancelled);
   return out;
 }
 

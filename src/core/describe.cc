@@ -8,6 +8,15 @@ std::string describe(DType dtype, const Shape& shape) {
 
 std::string describe(const Tensor& t) { return describe(t.dtype(), t.shape()); }
 
+std::string_view utf8_prefix(std::string_view text, std::size_t max_bytes) {
+  if (text.size() <= max_bytes) return text;
+  std::size_t end = max_bytes;
+  // Back over continuation bytes (10xxxxxx) to the start of the character
+  // the cut falls in, which is left out whole.
+  while (end > 0 && (static_cast<unsigned char>(text[end]) & 0xC0u) == 0x80u) --end;
+  return text.substr(0, end);
+}
+
 std::string list_ids(const std::vector<int>& ids) {
   std::string s = "[";
   for (std::size_t i = 0; i < ids.size(); ++i) s += (i > 0 ? ", " : "") + std::to_string(ids[i]);

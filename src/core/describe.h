@@ -4,6 +4,7 @@
 
 #include <exception>
 #include <string>
+#include <string_view>
 #include <vector>
 
 #include "distribute/tensor.h"
@@ -17,5 +18,9 @@ std::string list_ids(const std::vector<int>& ids);
 // What an exception says: its what(), or a note that it is not a
 // std::exception.
 std::string what_of(const std::exception_ptr& e);
+// The longest prefix of `text` of at most `max_bytes` bytes that does not
+// end inside a UTF-8 character (a message cut to fit a report must stay
+// decodable: Python decodes error messages as UTF-8).
+std::string_view utf8_prefix(std::string_view text, std::size_t max_bytes);
 
 }  // namespace distribute::internal

@@ -36,8 +36,9 @@ Element slice_element(const Element& e, std::int64_t begin, std::int64_t end);
 // Size along axis 0, checked to be the same for every component.
 std::int64_t batch_dim(const Element& e, const char* op);
 
-// Dataset::rebatch(batch_sizes) as experimental_distribute_dataset uses it
-// (sizes validated by the caller): its errors name that call.
+// Dataset::rebatch(batch_sizes) as experimental_distribute_dataset uses it:
+// the sizes are checked as Dataset::rebatch checks them (those errors name
+// Dataset::rebatch), the elements' errors name experimental_distribute_dataset.
 Dataset rebatch_for_distribution(const Dataset& dataset, std::vector<std::int64_t> batch_sizes);
 
 // An element like `like` with 0 rows in every component (TF's dummy value for

@@ -61,13 +61,18 @@ void ReplicaPool::run(FunctionRef<void(int)> task, FunctionRef<void()> prologue,
   // One run() at a time. A caller that waits for another thread's run
   // polls its interrupt check meanwhile (Ctrl-C from Python): that run may
   // last as long as its replica functions do.
-  std::unique_lock<std::timed_mutex> lock(run_mutex_, std::defer_lock);
+  // (try_lock and short sleeps, not a timed lock: GCC 12's ThreadSanitizer
+  // does not intercept pthread_mutex_clocklock, which timed_mutex uses.)
+  std::unique_lock<std::mutex> lock(run_mutex_, std::defer_lock);
   if (!lock.try_lock()) {
     InterruptPoll poll;
     if (!poll.active()) {
       lock.lock();
     } else {
-      while (!lock.try_lock_until(poll.slice_end(std::chrono::steady_clock::time_point::max()))) poll.poll();
+      while (!lock.try_lock()) {
+        std::this_thread::sleep_for(std::chrono::microseconds(200));
+        poll.poll();
+      }
     }
   }
   owner_.store(std::this_thread::get_id(), std::memory_order_relaxed);

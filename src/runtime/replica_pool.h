@@ -131,7 +131,7 @@ class ReplicaPool {
   const int num_replicas_;
   const std::chrono::microseconds idle_max_;  // IdleSpin's bound
   SpinPolicy policy_;
-  std::timed_mutex run_mutex_;  // one run() at a time
+  std::mutex run_mutex_;  // one run() at a time
   // The thread inside run() (holding run_mutex_), for nested calls of a
   // one-replica pool.
   std::atomic<std::thread::id> owner_{};

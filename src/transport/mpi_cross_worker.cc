@@ -497,7 +497,7 @@ class MpiCrossWorker final : public CrossWorker {
         return;
       }
       std::string report = failure_text_;
-      if (report.size() > kReportBytes) report = report.substr(0, kReportBytes - 3) + "...";
+      if (report.size() > kReportBytes) report = std::string(utf8_prefix(report, kReportBytes - 3)) + "...";
       send_to_peers_locked(std::move(report), std::chrono::milliseconds(200));
       break_channel_locked();
     } catch (...) {

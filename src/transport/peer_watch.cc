@@ -20,6 +20,7 @@
 #include <exception>
 #include <thread>
 
+#include "core/describe.h"
 #include "distribute/errors.h"
 
 namespace distribute::internal {
@@ -574,7 +575,7 @@ void PeerWatch::report(const std::string& text) noexcept {
   if (reported_ || forked()) return;
   reported_ = true;
   std::string frame(1, kFailed);
-  frame += text.substr(0, kReportBytes - 1);
+  frame += utf8_prefix(text, kReportBytes - 1);
   std::replace(frame.begin(), frame.end(), '\0', ' ');  // (the frame's end)
   frame.push_back('\0');
   for (Peer& peer : peers_) {

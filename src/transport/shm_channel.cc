@@ -371,7 +371,7 @@ void ShmChannel::post_state(std::uint32_t state, const std::string& text) noexce
   if (posted_) return;
   posted_ = true;
   Control& me = control(rank_);
-  const std::size_t n = std::min(text.size(), kTextBytes - 1);
+  const std::size_t n = utf8_prefix(text, kTextBytes - 1).size();
   std::memcpy(me.text, text.data(), n);
   me.text[n] = '\0';
   me.report = word(control(0).reports).fetch_add(1) + 1;

@@ -41,7 +41,9 @@ std::string difference(const Header& h0, int w0, const Header& h, int p) {
     return elements_text(h0) + on_0 + " vs " + elements_text(h) + on_p;
   }
   if (h.op == static_cast<std::uint32_t>(Op::kAllReduce) && h.layout != h0.layout) {
-    return "the same " + elements_text(h0) + " in tensors of different shapes" + on_0 + " and" + on_p;
+    // (The checksum covers the tensors' shapes and the kind of call.)
+    return "the same " + elements_text(h0) + " in tensors of different shapes or from different calls (" +
+           "Strategy.reduce, all_reduce)" + on_0 + " and" + on_p;
   }
   if (h.op == static_cast<std::uint32_t>(Op::kBroadcast) && (h.count != h0.count || h.root != h0.root)) {
     return std::to_string(h0.count) + " bytes from worker " + std::to_string(h0.root) + on_0 + " vs " +

@@ -552,7 +552,9 @@ TEST_P(FaultTest, AFailingReplicaReleasesTheOthersAtOnce) {
       if (r == failing) continue;
       const auto i = static_cast<std::size_t>(r);
       EXPECT_GE(released_ms[i], 0) << "replica " << r << " was not cancelled";
-      EXPECT_LT(released_ms[i], 100) << "replica " << r;
+      // At once, not at the 30 s timeout (a bound loose enough for a loaded
+      // machine and the sanitizers).
+      EXPECT_LT(released_ms[i], 5000) << "replica " << r;
       EXPECT_THAT(messages[i], HasSubstr("replica " + std::to_string(failing) + " failed"));
       EXPECT_THAT(messages[i], HasSubstr("planned failure"));
     }
@@ -597,7 +599,7 @@ TEST_P(FaultTest, AMissingReplicaTimesOutNamingArrivedAndMissing) {
 }
 
 TEST_P(FaultTest, AReplicaReturningEarlyIsAMismatch) {
-  auto s = make(0.3);
+  auto s = make(30.0);  // found at once, not at the deadline
   for (int early : {0, n() - 1}) {
     std::vector<double> waited(static_cast<std::size_t>(n()), -1);
     auto msgs = s->run([&] {
@@ -611,7 +613,7 @@ TEST_P(FaultTest, AReplicaReturningEarlyIsAMismatch) {
     for (int r = 0; r < n(); ++r) {
       if (r == early) continue;
       EXPECT_THAT(msgs[r], HasSubstr("replica " + std::to_string(early) + " returned from its replica function"));
-      EXPECT_LT(waited[static_cast<std::size_t>(r)], 0.15) << r;
+      EXPECT_LT(waited[static_cast<std::size_t>(r)], 5.0) << r;
     }
     expect_healthy(*s, 5);
   }
@@ -620,7 +622,7 @@ TEST_P(FaultTest, AReplicaReturningEarlyIsAMismatch) {
 // Every replica makes a call differing from replica 0's in one respect; each
 // must raise InvalidArgumentError naming both sides, without hanging.
 TEST_P(FaultTest, MismatchedCallsRaiseTheSameErrorOnEveryReplica) {
-  auto s = make(0.3);
+  auto s = make(30.0);  // found at once, not at the deadline
   struct Case {
     const char* name;
     std::function<void(int)> call;
@@ -659,7 +661,7 @@ TEST_P(FaultTest, MismatchedCallsRaiseTheSameErrorOnEveryReplica) {
       const int r = rid();
       return message_of<InvalidArgumentError>([&] { c.call(r); });
     });
-    EXPECT_LT(seconds_since(start), 0.2) << c.name;  // no hang, no timeout
+    EXPECT_LT(seconds_since(start), 5.0) << c.name;  // no hang, not the 30 s timeout
     for (int r = 0; r < n(); ++r) {
       for (const std::string& e : c.expected) EXPECT_THAT(msgs[r], HasSubstr(e)) << c.name << " replica " << r;
       EXPECT_EQ(msgs[r], msgs[0]) << c.name;

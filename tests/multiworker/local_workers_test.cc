@@ -9,6 +9,7 @@
 #include <gtest/gtest.h>
 
 #include <algorithm>
+#include <atomic>
 #include <chrono>
 #include <cstdint>
 #include <cstring>
@@ -435,7 +436,8 @@ TEST(LocalWorkers, TheSameCountInOtherShapesIsAMismatch) {
         [&] { s.run([&] { return current_replica_context().all_reduce(ReduceOp::SUM, six); }); });
     EXPECT_THAT(msg, HasSubstr("workers made different collective calls"));
     EXPECT_THAT(msg,
-                HasSubstr("the same 6 elements of float32 in tensors of different shapes on worker 0 and on worker 1"));
+                HasSubstr("the same 6 elements of float32 in tensors of different shapes or from different calls "
+                          "(Strategy.reduce, all_reduce) on worker 0 and on worker 1"));
     std::vector<Tensor> parts{Tensor(std::vector<float>(4, 1.f), Shape{4}), Tensor(std::vector<float>(2, 1.f), Shape{2})};
     if (w == 1) std::swap(parts[0], parts[1]);
     const std::string list = message_of<InvalidArgumentError>(
@@ -446,6 +448,24 @@ TEST(LocalWorkers, TheSameCountInOtherShapesIsAMismatch) {
     EXPECT_THAT(reduced, HasSubstr("in tensors of different shapes"));
     auto ok = s.run([] { return current_replica_context().all_reduce(ReduceOp::SUM, Tensor{1.f}); });
     EXPECT_EQ(ok[0], Tensor{2.f});
+  }));
+}
+
+// A strategy's reduce on one worker and a replica's all_reduce of as many
+// elements on the other: a mismatch on both, not a silent pairing (from
+// review, 12-07: a plain value's reduce is a collective of every worker).
+TEST(LocalWorkers, AReduceOnOneWorkerAgainstAnAllReduceIsAMismatch) {
+  expect_all_returned(run_workers(2, 1, [](int w, MultiWorkerMirroredStrategy& s) {
+    const std::string msg = message_of<InvalidArgumentError>([&] {
+      if (w == 0) {
+        s.reduce(ReduceOp::MEAN, Tensor{1.f});
+      } else {
+        s.run([] { return current_replica_context().all_reduce(ReduceOp::SUM, Tensor{1.f}); });
+      }
+    });
+    EXPECT_THAT(msg, HasSubstr("from different calls (Strategy.reduce, all_reduce) on worker 0 and on worker 1"));
+    // The workers are still in step.
+    EXPECT_EQ(s.reduce(ReduceOp::SUM, Tensor{static_cast<float>(w + 1)}), Tensor{3.f});
   }));
 }
 
@@ -467,15 +487,36 @@ TEST(LocalWorkers, AFailingReplicaOnOneWorkerReleasesTheOthersNamingIt) {
   }
 }
 
+// The stuck worker of the tests below never joins and leaves only once
+// worker 0's call has returned (or after 10 s), so that worker 0 meets its
+// deadline rather than the stuck one's departure, however the threads are
+// scheduled.
+struct StuckWorker {
+  std::atomic<bool> released{false};
+  void stay() const {
+    const auto until = std::chrono::steady_clock::now() + std::chrono::seconds(10);
+    while (!released && std::chrono::steady_clock::now() < until) {
+      std::this_thread::sleep_for(std::chrono::milliseconds(1));
+    }
+  }
+  // Releases it when worker 0's call returns or raises.
+  struct Release {
+    StuckWorker& stuck;
+    ~Release() { stuck.released = true; }
+  };
+};
+
 TEST(LocalWorkers, AStuckWorkerIsNamedAtTheDeadline) {
   const auto start = std::chrono::steady_clock::now();
+  StuckWorker stuck;
   const auto errors = run_workers(
       2, 1,
-      [](int w, MultiWorkerMirroredStrategy& s) {
+      [&](int w, MultiWorkerMirroredStrategy& s) {
         if (w == 1) {
-          std::this_thread::sleep_for(std::chrono::milliseconds(800));
+          stuck.stay();
           return;  // never joins the collective
         }
+        const StuckWorker::Release release{stuck};
         s.run([] { current_replica_context().all_reduce(ReduceOp::SUM, Tensor{1.f}); });
       },
       /*timeout_seconds=*/0.3);
@@ -491,17 +532,19 @@ TEST(LocalWorkers, AStuckWorkerIsNamedAtTheDeadline) {
 // across the workers past the call's deadline, so that the error is the
 // transport's, naming the worker, not its own "missing []" (audit, 12-07).
 TEST(LocalWorkers, AStuckWorkerIsNamedWithTwoLocalReplicas) {
-  for (int attempt = 0; attempt < 3; ++attempt) {
+  for (int pass = 0; pass < 2; ++pass) {
+    StuckWorker stuck;
     const auto errors = run_workers(
         2, 2,
-        [](int w, MultiWorkerMirroredStrategy& s) {
+        [&](int w, MultiWorkerMirroredStrategy& s) {
           if (w == 1) {
-            std::this_thread::sleep_for(std::chrono::milliseconds(800));
+            stuck.stay();
             return;  // never joins the collective
           }
+          const StuckWorker::Release release{stuck};
           s.run([] { current_replica_context().all_reduce(ReduceOp::SUM, Tensor{1.f}); });
         },
-        /*timeout_seconds=*/0.3);
+        /*timeout_seconds=*/1.0);
     ASSERT_TRUE(errors[0]);
     EXPECT_THAT(what_of(errors[0]), HasSubstr("nothing received from worker(s) [1]"));
     EXPECT_FALSE(errors[1]) << what_of(errors[1]);
@@ -513,20 +556,22 @@ TEST(LocalWorkers, AStuckWorkerIsNamedWithTwoLocalReplicas) {
 // does not answer before the other local replica gives up on the leader
 // ("missing [0]") (audit, 12-07).
 TEST(LocalWorkers, AStuckWorkerIsNamedFromAMergeCall) {
-  for (int attempt = 0; attempt < 3; ++attempt) {
+  for (int pass = 0; pass < 2; ++pass) {
+    StuckWorker stuck;
     const auto errors = run_workers(
         2, 2,
-        [](int w, MultiWorkerMirroredStrategy& s) {
+        [&](int w, MultiWorkerMirroredStrategy& s) {
           if (w == 1) {
-            std::this_thread::sleep_for(std::chrono::milliseconds(800));
+            stuck.stay();
             return;  // never joins the reduce
           }
+          const StuckWorker::Release release{stuck};
           s.run([] {
             return current_replica_context().merge_call(
                 [](Strategy& st, const PerReplica<Tensor>& v) { return st.reduce(ReduceOp::SUM, v); }, Tensor{1.f});
           });
         },
-        /*timeout_seconds=*/0.3);
+        /*timeout_seconds=*/1.0);
     ASSERT_TRUE(errors[0]);
     EXPECT_TRUE(is<DeadlineExceededError>(errors[0])) << what_of(errors[0]);
     EXPECT_THAT(what_of(errors[0]), HasSubstr("nothing received from worker(s) [1]"));

@@ -1,0 +1,33 @@
+// The hash whose values checkpoints keep (a pipeline's fingerprint): pinned
+// to FNV-1a's published 64-bit values, and its word steps to values computed
+// independently (x ^ word, times the FNV prime, mod 2^64).
+#include "core/fnv1a.h"
+
+#include <gtest/gtest.h>
+
+#include <cstdint>
+
+namespace distribute::internal {
+namespace {
+
+TEST(Fnv1a, BytesGiveThePublishedValues) {
+  EXPECT_EQ(fnv1a(""), 0xcbf29ce484222325ull);  // the offset basis
+  EXPECT_EQ(fnv1a("a"), 0xaf63dc4c8601ec8cull);
+  EXPECT_EQ(fnv1a("foobar"), 0x85944171f73967e8ull);
+  // Bytes above 127 are mixed as unsigned values.
+  Fnv1a h;
+  h.mix(0xffu);
+  EXPECT_EQ(fnv1a("\xff"), h.value());
+}
+
+TEST(Fnv1a, WordsAreOneStepEach) {
+  Fnv1a h;
+  for (std::uint64_t v : {1u, 2u, 3u}) h.mix(v);
+  EXPECT_EQ(h.value(), 0xd0aa6218672cf5abull);
+  Fnv1a all_ones;
+  all_ones.mix(~std::uint64_t{0});
+  EXPECT_EQ(all_ones.value(), 0x509c41b379fe466eull);
+}
+
+}  // namespace
+}  // namespace distribute::internal
