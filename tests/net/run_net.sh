@@ -64,7 +64,12 @@
 # Exits 77 (CTest's skip) with a message where `ip netns` is not permitted.
 set -u
 mpiexec=$1 bin=$2 case=$3 hosts=${4:-2}
-skip() { echo "SKIPPED: $*"; exit 77; }
+# DISTRIBUTE_REQUIRE_NET=1: a machine that cannot run these tests fails them.
+skip() {
+  echo "SKIPPED: $*"
+  [ "${DISTRIBUTE_REQUIRE_NET:-0}" = 1 ] && { echo "FAIL: DISTRIBUTE_REQUIRE_NET=1 and the test cannot run here"; exit 1; }
+  exit 77
+}
 fail() { echo "FAIL ($case, $hosts hosts): $*"; exit 1; }
 net_skip() { skip "$@"; }
 source "$(dirname "$0")/hosts.sh"

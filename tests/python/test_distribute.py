@@ -9,6 +9,8 @@ import weakref
 import numpy as np
 import pytest
 
+import _deps
+
 import distribute as dist
 from distribute import errors
 
@@ -56,7 +58,7 @@ def test_dlpack_export_shares_the_buffer_with_numpy(dtype):
 
 
 def test_dlpack_export_to_torch_outlives_the_tensor_and_its_array():
-  torch = pytest.importorskip("torch")
+  torch = _deps.torch()
   import gc
   t = dist.convert_to_tensor(np.arange(4, dtype=np.float32) * 2)
   address = t._data_address()
@@ -129,7 +131,7 @@ def test_unsupported_values_raise_naming_the_supported_dtypes(bad, message):
 
 
 def test_torch_tensors_of_other_dtypes_raise_naming_the_supported_ones():
-  torch = pytest.importorskip("torch")
+  torch = _deps.torch()
   with pytest.raises(errors.InvalidArgumentError, match=SUPPORTED + r"\), got torch.bfloat16"):
     dist.convert_to_tensor(torch.zeros(3, dtype=torch.bfloat16))
   with pytest.raises(errors.InvalidArgumentError, match=SUPPORTED + r".*got dtype float16"):
@@ -742,7 +744,7 @@ def test_training_a_linear_model_matches_one_replica():
 
 
 def test_torch_tensors_are_wrapped_without_a_copy():
-  torch = pytest.importorskip("torch")
+  torch = _deps.torch()
   t = torch.arange(6, dtype=torch.float32)
   wrapped = dist.convert_to_tensor(t)
   assert wrapped._data_address() == t.data_ptr()

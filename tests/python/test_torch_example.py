@@ -4,17 +4,15 @@ python3-torch (scripts/setup.sh installs it): skipped without it, except
 under CTest (DISTRIBUTE_REQUIRE_TORCH=1), where a missing torch fails."""
 import os
 import pathlib
-import shutil
 import subprocess
 import sys
 
 import numpy as np
 import pytest
 
-if os.environ.get("DISTRIBUTE_REQUIRE_TORCH") == "1":
-  import torch  # noqa: E402 (an ImportError here: install python3-torch, scripts/setup.sh)
-else:
-  torch = pytest.importorskip("torch")
+import _deps  # noqa: E402
+
+torch = _deps.torch()
 
 import distribute as dist  # noqa: E402
 
@@ -63,10 +61,10 @@ def test_the_grads_are_reduced_in_place():
     assert g.data_ptr() == address and float(g[0]) == 3.0 and float(g[-1]) == 3.0
 
 
-@pytest.mark.skipif(shutil.which("mpirun") is None, reason="mpirun is not installed")
 def test_the_same_script_under_mpirun():
+  mpirun = _deps.mpirun()
   env = dict(os.environ, OMPI_ALLOW_RUN_AS_ROOT="1", OMPI_ALLOW_RUN_AS_ROOT_CONFIRM="1")
-  done = subprocess.run(["mpirun", "-np", "2", "--oversubscribe", "--mca", "oob_tcp_if_include", "lo", "--mca", "pml",
+  done = subprocess.run([mpirun, "-np", "2", "--oversubscribe", "--mca", "oob_tcp_if_include", "lo", "--mca", "pml",
                          "ob1", "--mca", "btl", "self,vader", sys.executable, str(EXAMPLE / "torch_digits.py"),
                          "--strategy", "multi_worker", "--replicas", "1"],
                         env=env, capture_output=True, text=True, timeout=300)
