@@ -213,6 +213,9 @@ TEST_F(CheckpointTest, Int32CounterRejectsAValueBeyond32BitsAndChangesNothing) {
 TEST_F(CheckpointTest, EmptyCheckpointRoundTrips) {
   Checkpoint ckpt;
   const std::string saved = ckpt.save(dir_);
+  EXPECT_TRUE(std::filesystem::is_regular_file(saved)) << saved;
+  EXPECT_EQ(latest_checkpoint(dir_), std::optional<std::string>(saved));
+  EXPECT_TRUE(load_checkpoint(saved).empty());
   EXPECT_NO_THROW(ckpt.restore(saved));
 }
 

@@ -53,7 +53,13 @@ case $mode in
   throw) expect UNAVAILABLE "worker 1 reported a failure (worker 1: local replica 0 failed: boom in the training step)" 0 1000 ;;
   exit) expect UNAVAILABLE "worker 1 reported a failure (worker 1 left: its MultiWorkerMirroredStrategy was destroyed" 0 1000 ;;
   stuck) expect DEADLINE_EXCEEDED "nothing received from worker(s) [1]" 1900 4000 ;;
-  kill) ;;
+  # mpirun ends the job when a process dies: the job ended because of that
+  # death (mpirun's notice), and worker 0, if it got to say anything, named
+  # worker 1 rather than anything else.
+  kill) grep -qE "process rank 1 .* exited on signal 9" <<<"$out" || fail "mpirun did not report worker 1's death"
+        if grep -q "^worker 0: " <<<"$out"; then
+          grep -qE "^worker 0: UNAVAILABLE .*worker 1 \(pid " <<<"$out" || fail "worker 0 raised something else"
+        fi ;;
   kill_detect|kill_detect_forked) expect UNAVAILABLE "worker 1 (pid " 0 1000
                grep -qF "ended without reporting a failure (killed or crashed" <<<"$out" || fail "no death message" ;;
   *) fail "unknown mode" ;;

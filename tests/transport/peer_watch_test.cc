@@ -7,6 +7,7 @@
 #include <arpa/inet.h>
 #include <gtest/gtest.h>
 #include <netinet/in.h>
+#include <signal.h>
 #include <sys/socket.h>
 #include <sys/wait.h>
 #include <unistd.h>
@@ -132,6 +133,31 @@ void with_forked_child(const std::function<void()>& in_child, const std::functio
   const auto status = child.exit_status();
   ASSERT_TRUE(status.has_value()) << "the forked child did not end";
   EXPECT_TRUE(WIFEXITED(*status) && WEXITSTATUS(*status) == 0) << *status;
+}
+
+// SIGPIPE (process-wide) in forked children, so that other tests' watches
+// do not decide it: a user's handler is kept, the default becomes ignored.
+void on_sigpipe(int) {}
+
+std::string sigpipe_after_a_watch(void (*before)(int)) {
+  struct sigaction set {};
+  set.sa_handler = before;
+  sigemptyset(&set.sa_mask);
+  if (::sigaction(SIGPIPE, &set, nullptr) != 0) return "sigaction failed";
+  auto watches = start_all(2);
+  struct sigaction now {};
+  if (::sigaction(SIGPIPE, nullptr, &now) != 0) return "sigaction failed";
+  if (before == SIG_DFL) return now.sa_handler == SIG_IGN ? "" : "the default SIGPIPE action was not set to ignored";
+  return now.sa_handler == before ? "" : "the user's SIGPIPE handler was replaced";
+}
+
+TEST(PeerWatch, SigpipeIsIgnoredOnlyWhereItsActionWasTheDefault) {
+  for (void (*before)(int) : {&on_sigpipe, SIG_DFL}) {
+    testing::ForkedChild child([&] { return sigpipe_after_a_watch(before); });
+    const auto report = child.report();
+    ASSERT_TRUE(report.has_value()) << "the forked child hung or died";
+    EXPECT_EQ(*report, "");
+  }
 }
 
 TEST(PeerWatch, AWorkersEndIsSeenWhileAChildItForkedLives) {

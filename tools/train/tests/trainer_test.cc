@@ -110,9 +110,15 @@ TEST(TrainerTest, ReplicaCountsGiveTheSameWeightsWithSgd) {
 }
 
 TEST(TrainerTest, ReplicaCountsGiveTheSameWeightsWithAdam) {
+  TrainConfig initial = small_config(OptimizerKind::kAdam, 1);
+  initial.max_steps_per_epoch = 0;
+  const TrainResult untrained = train(initial);
   const TrainResult one = train(small_config(OptimizerKind::kAdam, 1));
+  EXPECT_EQ(one.steps, 12);
+  ASSERT_TRUE(any_differs(untrained.parameters, one.parameters)) << "training did not change the weights";
   for (int replicas : {2, 3, 4}) {
     const TrainResult many = train(small_config(OptimizerKind::kAdam, replicas));
+    EXPECT_EQ(many.steps, 12);
     EXPECT_TRUE(many.diverged_variables.empty())
         << replicas << " replicas: copies differ, first " << many.diverged_variables.front();
     expect_same_parameters(one.parameters, many.parameters, 1e-4, 1e-5,
