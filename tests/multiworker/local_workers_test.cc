@@ -487,39 +487,37 @@ TEST(LocalWorkers, AFailingReplicaOnOneWorkerReleasesTheOthersNamingIt) {
   }
 }
 
-// The stuck worker of the tests below never joins and leaves only once
-// worker 0's call has returned (or after 10 s), so that worker 0 meets its
-// deadline rather than the stuck one's departure, however the threads are
-// scheduled.
-struct StuckWorker {
-  std::atomic<bool> released{false};
-  void stay() const {
-    const auto until = std::chrono::steady_clock::now() + std::chrono::seconds(10);
-    while (!released && std::chrono::steady_clock::now() < until) {
-      std::this_thread::sleep_for(std::chrono::milliseconds(1));
-    }
-  }
-  // Releases it when worker 0's call returns or raises.
-  struct Release {
-    StuckWorker& stuck;
-    ~Release() { stuck.released = true; }
-  };
-};
+// Two workers of `replicas` local replicas each: worker 0 makes `call`,
+// worker 1 never joins and leaves only once worker 0's call has returned or
+// raised (or after 10 s), so that worker 0 meets its deadline rather than
+// worker 1's departure, however the threads are scheduled.
+std::vector<std::exception_ptr> run_with_a_stuck_worker(int replicas, double timeout_seconds,
+                                                        const std::function<void(MultiWorkerMirroredStrategy&)>& call) {
+  std::atomic<bool> returned{false};
+  return run_workers(
+      2, replicas,
+      [&](int w, MultiWorkerMirroredStrategy& s) {
+        if (w == 1) {
+          const auto until = std::chrono::steady_clock::now() + std::chrono::seconds(10);
+          while (!returned && std::chrono::steady_clock::now() < until) {
+            std::this_thread::sleep_for(std::chrono::milliseconds(1));
+          }
+          return;
+        }
+        struct Returned {
+          std::atomic<bool>& flag;
+          ~Returned() { flag = true; }
+        } on_return{returned};
+        call(s);
+      },
+      timeout_seconds);
+}
 
 TEST(LocalWorkers, AStuckWorkerIsNamedAtTheDeadline) {
   const auto start = std::chrono::steady_clock::now();
-  StuckWorker stuck;
-  const auto errors = run_workers(
-      2, 1,
-      [&](int w, MultiWorkerMirroredStrategy& s) {
-        if (w == 1) {
-          stuck.stay();
-          return;  // never joins the collective
-        }
-        const StuckWorker::Release release{stuck};
-        s.run([] { current_replica_context().all_reduce(ReduceOp::SUM, Tensor{1.f}); });
-      },
-      /*timeout_seconds=*/0.3);
+  const auto errors = run_with_a_stuck_worker(1, 0.3, [](MultiWorkerMirroredStrategy& s) {
+    s.run([] { current_replica_context().all_reduce(ReduceOp::SUM, Tensor{1.f}); });
+  });
   const double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
   ASSERT_TRUE(errors[0]);
   EXPECT_TRUE(is<DeadlineExceededError>(errors[0])) << what_of(errors[0]);
@@ -533,18 +531,9 @@ TEST(LocalWorkers, AStuckWorkerIsNamedAtTheDeadline) {
 // transport's, naming the worker, not its own "missing []" (audit, 12-07).
 TEST(LocalWorkers, AStuckWorkerIsNamedWithTwoLocalReplicas) {
   for (int pass = 0; pass < 2; ++pass) {
-    StuckWorker stuck;
-    const auto errors = run_workers(
-        2, 2,
-        [&](int w, MultiWorkerMirroredStrategy& s) {
-          if (w == 1) {
-            stuck.stay();
-            return;  // never joins the collective
-          }
-          const StuckWorker::Release release{stuck};
-          s.run([] { current_replica_context().all_reduce(ReduceOp::SUM, Tensor{1.f}); });
-        },
-        /*timeout_seconds=*/1.0);
+    const auto errors = run_with_a_stuck_worker(2, 1.0, [](MultiWorkerMirroredStrategy& s) {
+      s.run([] { current_replica_context().all_reduce(ReduceOp::SUM, Tensor{1.f}); });
+    });
     ASSERT_TRUE(errors[0]);
     EXPECT_THAT(what_of(errors[0]), HasSubstr("nothing received from worker(s) [1]"));
     EXPECT_FALSE(errors[1]) << what_of(errors[1]);
@@ -557,21 +546,12 @@ TEST(LocalWorkers, AStuckWorkerIsNamedWithTwoLocalReplicas) {
 // ("missing [0]") (audit, 12-07).
 TEST(LocalWorkers, AStuckWorkerIsNamedFromAMergeCall) {
   for (int pass = 0; pass < 2; ++pass) {
-    StuckWorker stuck;
-    const auto errors = run_workers(
-        2, 2,
-        [&](int w, MultiWorkerMirroredStrategy& s) {
-          if (w == 1) {
-            stuck.stay();
-            return;  // never joins the reduce
-          }
-          const StuckWorker::Release release{stuck};
-          s.run([] {
-            return current_replica_context().merge_call(
-                [](Strategy& st, const PerReplica<Tensor>& v) { return st.reduce(ReduceOp::SUM, v); }, Tensor{1.f});
-          });
-        },
-        /*timeout_seconds=*/1.0);
+    const auto errors = run_with_a_stuck_worker(2, 1.0, [](MultiWorkerMirroredStrategy& s) {
+      s.run([] {
+        return current_replica_context().merge_call(
+            [](Strategy& st, const PerReplica<Tensor>& v) { return st.reduce(ReduceOp::SUM, v); }, Tensor{1.f});
+      });
+    });
     ASSERT_TRUE(errors[0]);
     EXPECT_TRUE(is<DeadlineExceededError>(errors[0])) << what_of(errors[0]);
     EXPECT_THAT(what_of(errors[0]), HasSubstr("nothing received from worker(s) [1]"));
