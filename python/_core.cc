@@ -1127,7 +1127,11 @@ PYBIND11_MODULE(_core, m) {
             c.restore(path, {.expect_partial = expect_partial});
           },
           py::call_guard<ReleaseGil>());
-  m.def("latest_checkpoint", &dist::latest_checkpoint, py::call_guard<ReleaseGil>());
+  m.def("latest_checkpoint", py::overload_cast<const std::string&>(&dist::latest_checkpoint),
+        py::call_guard<ReleaseGil>());
+  m.def("latest_checkpoint_of_chief",
+        py::overload_cast<const std::string&, dist::Strategy&>(&dist::latest_checkpoint),
+        py::call_guard<ReleaseGil>());
   // A CheckpointManager over one core Checkpoint whose tracked values each
   // call replaces (distribute.Checkpoint builds a core Checkpoint per call).
   py::class_<ManagerHolder>(m, "CheckpointManager")

@@ -18,12 +18,15 @@
 // checkpoint holds one tensor per variable whatever the replica count.
 // Restoring assigns it in cross-replica context, which writes every
 // component (a SUM SyncOnReadVariable stores value / N in each of its N
-// components, so its total is kept). A checkpoint saved with N replicas
+// components, an integer one the remainder in the first as well, so its
+// total is kept). A checkpoint saved with N replicas
 // therefore restores into a strategy with any other replica count, and into
 // ordinary (non-distributed) variables, and the other way round.
 //
-// Atomicity. save() serializes everything in memory, writes
-// <directory>/ckpt-<N>.dckpt.tmp, fsyncs it, renames it to ckpt-<N>.dckpt
+// Atomicity. save() serializes everything in memory, writes a temporary
+// file of its own (<directory>/.dckpt-<pid>-<k>.tmp), fsyncs it,
+// renames it to ckpt-<N>.dckpt without replacing any file of that name (if
+// another writer, a thread or a process, took N meanwhile, the next number)
 // and fsyncs the directory; a failure removes the temporary file and leaves
 // the directory as it was. restore() reads and checks the whole file (magic,
 // format version, length, CRC32C of the header and of every entry, the set of
@@ -91,8 +94,9 @@ class Checkpoint {
 
   explicit Checkpoint(CheckpointOptions options = {});
 
-  // Tracks state under `name` (any non-empty string; names are unique:
-  // InvalidArgumentError on a repeat). Pointers must stay valid while the
+  // Tracks state under `name` (any non-empty string of at most 65536
+  // bytes; names are unique: InvalidArgumentError on a repeat or a longer
+  // name). Pointers must stay valid while the
   // Checkpoint is used; a Variable is a handle and is kept.
   void track(const std::string& name, Variable variable);
   // Saved as an int64 scalar (a uint64_t keeps its bits; all three read
@@ -177,8 +181,11 @@ class Checkpoint {
   // writes them atomically as `directory`/file_name(), then calls
   // after_commit(path) (which may throw: the new file is then removed and
   // the save fails); every worker returns the path or raises the chief's
-  // error. `method` names the call in errors.
-  std::string commit(const std::string& directory, const char* method, bool create_directory,
+  // error. `numbered`: file_name() is a new number, never written over (if
+  // another writer takes it first, file_name() is asked again); otherwise
+  // an existing file of that name is replaced. `method` names the call in
+  // errors.
+  std::string commit(const std::string& directory, const char* method, bool create_directory, bool numbered,
                      const std::function<std::string()>& file_name,
                      const std::function<void(const std::string&)>& after_commit);
   // The tracked distributed variables' strategy, else get_strategy();
@@ -191,7 +198,13 @@ class Checkpoint {
   // iterators replayed to their saved positions, on new ones; the replayed
   // rows against the saved ones (over the workers); the tracked values
   // changed.
-  std::vector<Tensor> read_tracked(const std::string& path, const RestoreOptions& options) const;
+  // What restore() compares over the workers: the bytes each one read.
+  struct FileIdentity {
+    std::uint64_t size = 0;
+    std::size_t hash = 0;
+  };
+  std::vector<Tensor> read_tracked(const std::string& path, const RestoreOptions& options,
+                                   FileIdentity& identity) const;
   void check_pipelines(Strategy& strategy, const std::string& path, const std::vector<Tensor>& restored) const;
   std::vector<std::optional<DistributedIterator>> replay_iterators(const std::string& path,
                                                                    const std::vector<Tensor>& restored) const;
@@ -205,8 +218,19 @@ class Checkpoint {
 
 // The path of the highest-numbered ckpt-<N>.dckpt in `directory`, or
 // std::nullopt when there is none (or no such directory), as
-// tf.train.latest_checkpoint.
+// tf.train.latest_checkpoint. A directory that exists but cannot be listed
+// (permissions, not a directory, I/O) raises (FailedPreconditionError,
+// UnavailableError) rather than reading as "no checkpoint": a job resumed
+// over it would otherwise start again from scratch.
 std::optional<std::string> latest_checkpoint(const std::string& directory);
+
+// The chief's latest_checkpoint(directory), on every worker of `strategy`:
+// what a multi-worker job restores, since each worker's own listing may
+// name another file (a listing that lags on a network file system, a
+// directory that is not shared). With several workers it is a collective:
+// every worker calls it; the chief's error (a directory it cannot list) is
+// raised on every worker. With one worker it is latest_checkpoint().
+std::optional<std::string> latest_checkpoint(const std::string& directory, Strategy& strategy);
 
 // Every entry of the checkpoint file at `path`, in the order they were
 // saved, after the checks of restore() (magic, version, length, CRC32Cs),

@@ -83,7 +83,10 @@ class CheckpointManager {
   // chief's listing decides for every worker. Checkpoint::restore's errors.
   std::optional<std::string> restore_or_initialize(const RestoreOptions& options = {});
 
-  // The latest checkpoint of this name in the directory, if any.
+  // The latest checkpoint of this name in the directory, if any (none
+  // when the directory does not exist yet; a directory that cannot be
+  // listed raises, as ::distribute::latest_checkpoint does). checkpoints()
+  // raises the same way.
   std::optional<std::string> latest_checkpoint() const;
   // The files the manager may still delete, oldest first (the ones kept
   // for good by keep_checkpoint_every_n_hours are not listed, as TF).

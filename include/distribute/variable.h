@@ -23,7 +23,9 @@
 //     communication; a read in cross-replica context aggregates the
 //     components (SUM, MEAN, ONLY_FIRST_REPLICA; NONE raises). In
 //     cross-replica context assign(x) stores x / N in every component for
-//     SUM (so the aggregated read is x) and x otherwise; assign_add and
+//     SUM (so the aggregated read is x; for an integer x, the remainder of
+//     the division goes to the first replica's component, so the read is x
+//     exactly where TF's would drop it) and x otherwise; assign_add and
 //     assign_sub raise for SUM.
 // Elsewhere (no scope, the default or a one-device strategy) a Variable is an
 // ordinary single value. It may be read anywhere, but not updated inside a

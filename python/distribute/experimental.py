@@ -102,7 +102,7 @@ class PreemptionCheckpointHandler:
     import os
     from . import latest_checkpoint
     from .strategy import get_strategy
-    from .variables import Variable
+    from .variables import Variable, _path
     _require_cross_replica("PreemptionCheckpointHandler")
     if not checkpoint_dir:
       raise InvalidArgumentError("PreemptionCheckpointHandler: expected a checkpoint directory, got an empty name")
@@ -111,7 +111,7 @@ class PreemptionCheckpointHandler:
                                  f"the name under which the handler saves its count of run() calls")
     config = termination_config or TerminationConfig()
     self._checkpoint = checkpoint
-    self._dir = str(checkpoint_dir)
+    self._dir = os.fsdecode(_path(checkpoint_dir, "PreemptionCheckpointHandler"))
     self._watcher = config.termination_watcher_fn
     self._exit = config.exit_fn
     self._strategy = get_strategy()
@@ -140,7 +140,7 @@ class PreemptionCheckpointHandler:
       self._runs = Variable(np.zeros((), np.int64), name=RUN_CALLS_NAME)
       checkpoint.track(RUN_CALLS_NAME, self._runs)
       try:
-        latest = latest_checkpoint(self._dir)
+        latest = latest_checkpoint(self._dir, self._strategy)
         if latest is not None:
           checkpoint.restore(latest)
       except BaseException:

@@ -10,11 +10,24 @@ functions of a strategy with several replicas may read but not update
 (FailedPreconditionError naming the fix)."""
 
 import enum
+import os
 
 import numpy as np
 
 from . import _core
 from ._tensor import convert
+
+
+def _path(value, what):
+  """A path argument as the bytes the C++ core opens: str, bytes or any
+  os.PathLike, as os.fsencode spells it (so a bytes path is not read as
+  the text "b'...'")."""
+  try:
+    return os.fsencode(os.fspath(value))
+  except TypeError:
+    from .errors import InvalidArgumentError
+    raise InvalidArgumentError(f"{what}: expected a path (str, bytes or os.PathLike), got "
+                               f"{type(value).__name__}") from None
 
 
 class VariableSynchronization(enum.Enum):
@@ -128,12 +141,12 @@ class Checkpoint:
     return core
 
   def save(self, directory):
-    return self._build(self._tracked).save(str(directory))
+    return self._build(self._tracked).save(_path(directory, "Checkpoint.save"))
 
   def write(self, file_prefix):
     """Writes exactly ``file_prefix`` (no numbering, nothing deleted; TF's
     Checkpoint.write); returns the path."""
-    return self._build(self._tracked).write(str(file_prefix))
+    return self._build(self._tracked).write(_path(file_prefix, "Checkpoint.write"))
 
   def restore(self, save_path, expect_partial=False):
     """Restores every tracked value, all or nothing. Entries of the file
@@ -142,7 +155,7 @@ class Checkpoint:
     before anything changes, so it is an argument). Returns a status with
     TF's expect_partial() and assert_consumed(); the latter raises after a
     restore with expect_partial=True, which may have left entries out."""
-    self._build(self._tracked).restore(str(save_path), bool(expect_partial))
+    self._build(self._tracked).restore(_path(save_path, "Checkpoint.restore"), bool(expect_partial))
     return _RestoreStatus(bool(expect_partial))
 
   def read(self, save_path, expect_partial=False):
@@ -187,7 +200,7 @@ class CheckpointManager:
       def counter():
         value = step_counter() if callable(step_counter) else np.asarray(step_counter)
         return int(np.asarray(value))
-    self._core = _core.CheckpointManager(str(directory), max_to_keep, keep_checkpoint_every_n_hours,
+    self._core = _core.CheckpointManager(_path(directory, "CheckpointManager"), max_to_keep, keep_checkpoint_every_n_hours,
                                          str(checkpoint_name), counter, checkpoint_interval, init_fn)
 
   def save(self, checkpoint_number=None, check_interval=True):
@@ -218,6 +231,13 @@ class CheckpointManager:
     return self._core.checkpoint_interval()
 
 
-def latest_checkpoint(directory):
-  """The newest checkpoint file in ``directory``, or None."""
-  return _core.latest_checkpoint(str(directory))
+def latest_checkpoint(directory, strategy=None):
+  """The newest checkpoint file in ``directory``, or None (also when the
+  directory does not exist; one that cannot be listed raises). With a
+  ``strategy`` of several workers, the chief's answer on every worker (a
+  collective: every worker calls it), which is what a multi-worker job
+  should restore: each worker's own listing may name another file."""
+  path = _path(directory, "latest_checkpoint")
+  if strategy is None:
+    return _core.latest_checkpoint(path)
+  return _core.latest_checkpoint_of_chief(path, strategy._core)

@@ -10,6 +10,7 @@
 #include <algorithm>
 #include <bit>
 #include <cerrno>
+#include <cstdio>
 #include <cstring>
 #include <exception>
 #include <filesystem>
@@ -17,6 +18,7 @@
 #include <limits>
 #include <map>
 #include <numeric>
+#include <string_view>
 #include <system_error>
 #include <type_traits>
 #include <utility>
@@ -68,6 +70,12 @@ Checkpoint::Checkpoint(CheckpointOptions options) : options_(options) {
 
 void Checkpoint::add(Entry entry) {
   if (entry.name.empty()) throw InvalidArgumentError("Checkpoint::track: expected a non-empty name");
+  if (entry.name.size() > internal::kMaxCheckpointNameLength) {
+    throw InvalidArgumentError("Checkpoint::track: expected a name of at most " +
+                               std::to_string(internal::kMaxCheckpointNameLength) + " bytes (what a checkpoint file " +
+                               "can hold), got one of " + std::to_string(entry.name.size()) + " bytes, beginning " +
+                               quote_name(entry.name.substr(0, 40)));
+  }
   for (const Entry& e : entries_) {
     if (e.name == entry.name) {
       throw InvalidArgumentError("Checkpoint::track: the name " + quote_name(entry.name) +
@@ -156,6 +164,12 @@ internal::IteratorPosition position_of(const Tensor& t) {
   return p;
 }
 
+std::string hex64(std::uint64_t v) {
+  char text[19];
+  std::snprintf(text, sizeof(text), "0x%016llx", static_cast<unsigned long long>(v));
+  return text;
+}
+
 }  // namespace
 
 bool Checkpoint::untrack(const std::string& name) {
@@ -210,7 +224,7 @@ Strategy& Checkpoint::strategy_for(const char* method) const {
 }
 
 std::string Checkpoint::commit(const std::string& directory, const char* method, bool create_directory,
-                               const std::function<std::string()>& file_name,
+                               bool numbered, const std::function<std::string()>& file_name,
                                const std::function<void(const std::string&)>& after_commit) {
   Strategy& strategy = strategy_for("save");
   // Every worker reads every value, in tracking order: reading a
@@ -258,10 +272,26 @@ std::string Checkpoint::commit(const std::string& directory, const char* method,
       struct stat st {};
       if (::stat(directory.c_str(), &st) != 0) throw_io_error(std::string(method) + ": directory", directory, errno);
       if (!S_ISDIR(st.st_mode)) throw_io_error(std::string(method) + ": directory", directory, ENOTDIR);
-      path = join(directory, file_name());
       std::error_code ignored;
-      const bool overwrites = fs::exists(path, ignored);
-      write_atomically(directory, path, bytes);
+      bool overwrites = false;
+      if (numbered) {
+        // Another writer (a thread, a process) may take the same new number
+        // first: then the next one, listed again.
+        constexpr int kAttempts = 100;
+        for (int attempt = 1;; ++attempt) {
+          path = join(directory, file_name());
+          if (write_atomically(directory, path, bytes, /*replace=*/false)) break;
+          if (attempt == kAttempts) {
+            throw AbortedError(std::string(method) + ": another writer took each new checkpoint number first, " +
+                               std::to_string(kAttempts) + " times in a row (the last " + quote_name(path) +
+                               "); nothing was written");
+          }
+        }
+      } else {
+        path = join(directory, file_name());
+        overwrites = fs::exists(path, ignored);
+        write_atomically(directory, path, bytes, /*replace=*/true);
+      }
       if (after_commit) {
         try {
           after_commit(path);
@@ -302,7 +332,7 @@ std::string Checkpoint::commit(const std::string& directory, const char* method,
 
 std::string Checkpoint::save(const std::string& directory) {
   return commit(
-      directory, "Checkpoint::save", /*create_directory=*/false,
+      directory, "Checkpoint::save", /*create_directory=*/false, /*numbered=*/true,
       [&] {
         std::error_code ec;
         const std::vector<std::uint64_t> existing = checkpoint_numbers(directory, kName, ec);
@@ -329,7 +359,8 @@ std::string Checkpoint::write(const std::string& path) {
   const std::string directory = p.has_parent_path() ? p.parent_path().string() : std::string(".");
   const std::string name = p.filename().string();
   return commit(
-      directory, "Checkpoint::write", /*create_directory=*/false, [name] { return name; }, nullptr);
+      directory, "Checkpoint::write", /*create_directory=*/false, /*numbered=*/false, [name] { return name; },
+      nullptr);
 }
 
 std::vector<std::pair<std::string, Tensor>> load_checkpoint(const std::string& path) {
@@ -347,25 +378,49 @@ void Checkpoint::restore(const std::string& path, const RestoreOptions& options)
   Strategy& strategy = strategy_for("restore");
   std::vector<Tensor> restored;
   std::exception_ptr failure;
+  FileIdentity file;
   try {
-    restored = read_tracked(path, options);
+    restored = read_tracked(path, options, file);
   } catch (...) {
     failure = std::current_exception();
   }
   if (strategy.num_workers() > 1) {
     // No worker changes anything unless every worker's checks passed
-    // (assigning a SyncOnReadVariable is a collective, too).
-    const Tensor failed = internal::StrategyAccess::gather_over_workers(
-        strategy, Tensor({failure ? std::int64_t{1} : std::int64_t{0}}), 0);
+    // (assigning a SyncOnReadVariable is a collective, too) and every
+    // worker read the same bytes: each worker picks and reads its file
+    // itself, and a worker that listed the directory on its own (a
+    // latest_checkpoint of its own, a file system that is not shared, or
+    // one whose listing lags) may have read another file.
+    const Tensor outcome = internal::StrategyAccess::gather_over_workers(
+        strategy,
+        Tensor(std::vector<std::int64_t>{failure ? 1 : 0, static_cast<std::int64_t>(file.size),
+                                         std::bit_cast<std::int64_t>(std::uint64_t{file.hash})},
+               Shape{3}),
+        0);
     if (failure) std::rethrow_exception(failure);
     std::string workers;
-    const auto flags = failed.data<std::int64_t>();
-    for (std::size_t w = 0; w < flags.size(); ++w) {
-      if (flags[w] != 0) workers += (workers.empty() ? "" : ", ") + std::to_string(w);
+    const auto v = outcome.data<std::int64_t>();
+    const std::size_t count = v.size() / 3;
+    for (std::size_t w = 0; w < count; ++w) {
+      if (v[3 * w] != 0) workers += (workers.empty() ? "" : ", ") + std::to_string(w);
     }
     if (!workers.empty()) {
       throw AbortedError("Checkpoint::restore(" + path + "): worker(s) " + workers +
                          " could not restore it (their errors say why); no worker changed its state");
+    }
+    bool same = true;
+    std::string read;
+    for (std::size_t w = 0; w < count; ++w) {
+      same = same && v[3 * w + 1] == v[1] && v[3 * w + 2] == v[2];
+      read += (w == 0 ? "" : "; ") + std::string("worker ") + std::to_string(w) + ": " + std::to_string(v[3 * w + 1]) +
+              " bytes, hash " + hex64(std::bit_cast<std::uint64_t>(v[3 * w + 2]));
+    }
+    if (!same) {
+      throw FailedPreconditionError("Checkpoint::restore(" + path +
+                                    "): the workers read different files (" + read +
+                                    "); every worker must restore the same checkpoint, from a shared file system: take "
+                                    "the chief's choice (CheckpointManager::restore_or_initialize does); no worker "
+                                    "changed its state");
     }
   }
   if (failure) std::rethrow_exception(failure);
@@ -396,9 +451,17 @@ void Checkpoint::restore(const std::string& path, const RestoreOptions& options)
   assign(restored, replayed);
 }
 
-std::vector<Tensor> Checkpoint::read_tracked(const std::string& path, const RestoreOptions& options) const {
+std::vector<Tensor> Checkpoint::read_tracked(const std::string& path, const RestoreOptions& options,
+                                             FileIdentity& identity) const {
   std::vector<Tensor> restored(entries_.size());
   const std::vector<std::byte> file = read_file(path);
+  // (Not a CRC32C of the file: the file ends with its last entry's CRC32C,
+  // and a CRC of bytes followed by their own CRC is the same constant for
+  // any bytes. Both workers run the same binary, so std::hash's value
+  // compares.)
+  identity = {.size = file.size(),
+              .hash = std::hash<std::string_view>{}(
+                  std::string_view(reinterpret_cast<const char*>(file.data()), file.size()))};
   std::vector<NamedTensor> saved = decode(file, path);
   std::map<std::string, Tensor> by_name;
   for (NamedTensor& e : saved) by_name.emplace(std::move(e.name), std::move(e.value));
@@ -554,10 +617,42 @@ void Checkpoint::assign(std::vector<Tensor>& restored, std::vector<std::optional
 }
 
 std::optional<std::string> latest_checkpoint(const std::string& directory) {
-  std::error_code ec;
-  const std::vector<std::uint64_t> numbers = checkpoint_numbers(directory, kName, ec);
-  if (ec || numbers.empty()) return std::nullopt;
+  const std::vector<std::uint64_t> numbers = internal::listed_checkpoint_numbers(directory, kName, "latest_checkpoint");
+  if (numbers.empty()) return std::nullopt;
   return join(directory, checkpoint_file_name(kName, numbers.back()));
+}
+
+std::optional<std::string> latest_checkpoint(const std::string& directory, Strategy& strategy) {
+  if (strategy.num_workers() <= 1) return latest_checkpoint(directory);
+  std::optional<std::string> latest;
+  std::exception_ptr failure;
+  std::int64_t code = 0;  // the chief's ErrorCode, 0 when it listed the directory
+  std::string message;
+  if (strategy.is_chief()) {
+    try {
+      latest = latest_checkpoint(directory);
+    } catch (const Error& e) {
+      failure = std::current_exception();
+      code = static_cast<std::int64_t>(e.code());
+      message = e.message();
+    } catch (const std::exception& e) {
+      failure = std::current_exception();
+      code = static_cast<std::int64_t>(ErrorCode::kUnknown);
+      message = e.what();
+    }
+  }
+  // The chief's outcome, then its path (or its error) as text.
+  const Tensor status = internal::StrategyAccess::broadcast_from_chief(
+      strategy, Tensor(std::vector<std::int64_t>{code, latest ? 1 : 0}, Shape{2}));
+  const std::string text =
+      internal::StrategyAccess::text_from_chief(strategy, failure ? message : latest.value_or(""), "latest_checkpoint");
+  if (failure) std::rethrow_exception(failure);
+  const auto s = status.data<std::int64_t>();
+  if (s[0] != 0) {
+    throw_error(static_cast<ErrorCode>(s[0]), "the chief (worker 0) could not find the latest checkpoint: " + text);
+  }
+  if (s[1] == 0) return std::nullopt;
+  return text;
 }
 
 }  // namespace distribute

@@ -29,7 +29,6 @@ namespace {
 constexpr char kMagic[8] = {'D', 'I', 'S', 'T', 'C', 'K', 'P', 'T'};
 constexpr std::size_t kHeaderSize = 28;           // magic, version, count, file length, header CRC
 constexpr std::size_t kHeaderCrcOffset = 24;      // the CRC covers bytes [0, 24)
-constexpr std::size_t kMaxNameLength = 1u << 16;  // a sanity bound for reading
 
 // Format dtype codes, fixed by the format (not by the DType enum's order).
 std::uint32_t dtype_code(DType dtype) {
@@ -206,9 +205,9 @@ RawEntry read_raw_entry(Reader& in, const std::string& where, std::uint32_t inde
   const std::string entry = "entry " + std::to_string(index);
   const std::size_t start = in.position();
   const std::uint32_t name_length = in.u32("name length", entry);
-  if (name_length == 0 || name_length > kMaxNameLength) {
+  if (name_length == 0 || name_length > kMaxCheckpointNameLength) {
     throw DataLossError(where + entry + " is malformed: name length " + std::to_string(name_length) +
-                        ", expected 1 to " + std::to_string(kMaxNameLength));
+                        ", expected 1 to " + std::to_string(kMaxCheckpointNameLength));
   }
   RawEntry raw;
   const auto name_bytes = in.take(name_length, "name", entry);

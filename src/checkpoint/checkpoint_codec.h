@@ -11,6 +11,10 @@
 
 namespace distribute::internal {
 
+// The longest entry name, in bytes, the format allows (a bound for
+// reading a damaged file; Checkpoint::track refuses longer names).
+inline constexpr std::size_t kMaxCheckpointNameLength = std::size_t{1} << 16;
+
 struct NamedTensor {
   std::string name;
   Tensor value;

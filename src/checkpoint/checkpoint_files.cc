@@ -2,9 +2,12 @@
 #include "checkpoint/checkpoint_files.h"
 
 #include <fcntl.h>
+#include <sys/stat.h>
+#include <stdio.h>  // renameat2
 #include <unistd.h>
 
 #include <algorithm>
+#include <atomic>
 #include <cerrno>
 #include <charconv>
 #include <filesystem>
@@ -111,13 +114,63 @@ std::vector<std::uint64_t> checkpoint_numbers(const std::string& directory, cons
   return numbers;
 }
 
+std::vector<std::uint64_t> listed_checkpoint_numbers(const std::string& directory, const std::string& name,
+                                                     const char* method) {
+  std::error_code ec;
+  std::vector<std::uint64_t> numbers = checkpoint_numbers(directory, name, ec);
+  if (ec == std::errc::no_such_file_or_directory) return {};
+  if (ec) throw_io_error(std::string(method) + ": cannot list the directory", directory, ec.value());
+  return numbers;
+}
+
+namespace {
+
+// Creates a temporary file in `directory` under a name no other writer
+// uses (this process's id and a counter; O_EXCL, and the next counter on a
+// name that exists, say left by a crashed process that had the same id):
+// two threads of one process, or the processes of a job sharing a file
+// system, never write into each other's file. Its name is short and
+// independent of the final one, which may be as long as a name can be.
+int create_temporary(const std::string& directory, std::string& name) {
+  static std::atomic<std::uint64_t> counter{0};
+  constexpr int kAttempts = 1000;
+  for (int attempt = 1;; ++attempt) {
+    name = join(directory, ".dckpt-" + std::to_string(::getpid()) + "-" + std::to_string(counter.fetch_add(1)) + ".tmp");
+    const int fd = ::open(name.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0644);
+    if (fd >= 0 || errno != EEXIST || attempt == kAttempts) return fd;
+  }
+}
+
+// Renames `from` to `to` unless `to` exists: true when renamed, false when
+// `to` exists (`from` is left); errno set on other failures (throws none).
+// Where the file system refuses RENAME_NOREPLACE, link() then unlink() is
+// just as exclusive; where it refuses hard links too, a check and a rename
+// (not exclusive against another writer, which only such file systems
+// allow).
+int rename_exclusive(const std::string& from, const std::string& to) {
+  if (::renameat2(AT_FDCWD, from.c_str(), AT_FDCWD, to.c_str(), RENAME_NOREPLACE) == 0) return 1;
+  if (errno == EEXIST) return 0;
+  if (errno != EINVAL && errno != ENOSYS && errno != EOPNOTSUPP) return -1;
+  if (::link(from.c_str(), to.c_str()) == 0) {
+    ::unlink(from.c_str());
+    return 1;
+  }
+  if (errno == EEXIST) return 0;
+  if (errno != EPERM && errno != EOPNOTSUPP && errno != ENOSYS) return -1;
+  if (::access(to.c_str(), F_OK) == 0) return 0;
+  return ::rename(from.c_str(), to.c_str()) == 0 ? 1 : -1;
+}
+
+}  // namespace
+
 // Writes `data` as `path` atomically: a synced temporary file renamed into
 // place, then the directory synced (leveldb's SetCurrentFile). On failure
 // neither the temporary nor the final file is left.
-void write_atomically(const std::string& directory, const std::string& path, std::span<const std::byte> data) {
-  const std::string tmp = path + ".tmp";
-  const int fd = ::open(tmp.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
-  if (fd < 0) throw_io_error("Checkpoint::save: cannot create", tmp, errno);
+bool write_atomically(const std::string& directory, const std::string& path, std::span<const std::byte> data,
+                      bool replace) {
+  std::string tmp;
+  const int fd = create_temporary(directory, tmp);
+  if (fd < 0) throw_io_error("Checkpoint::save: cannot create a temporary file", tmp, errno);
   try {
     write_all(fd, data);
     if (::fsync(fd) != 0) throw std::system_error(errno, std::generic_category());
@@ -131,11 +184,22 @@ void write_atomically(const std::string& directory, const std::string& path, std
     ::unlink(tmp.c_str());
     throw_io_error("Checkpoint::save: cannot write", tmp, err);
   }
-  const bool overwrites = ::access(path.c_str(), F_OK) == 0;
-  if (::rename(tmp.c_str(), path.c_str()) != 0) {
-    const int err = errno;
-    ::unlink(tmp.c_str());
-    throw_io_error("Checkpoint::save: cannot rename " + quote_name(tmp) + " to", path, err);
+  bool overwrites = false;
+  if (replace) {
+    overwrites = ::access(path.c_str(), F_OK) == 0;
+    if (::rename(tmp.c_str(), path.c_str()) != 0) {
+      const int err = errno;
+      ::unlink(tmp.c_str());
+      throw_io_error("Checkpoint::save: cannot rename " + quote_name(tmp) + " to", path, err);
+    }
+  } else {
+    const int renamed = rename_exclusive(tmp, path);
+    if (renamed <= 0) {
+      const int err = errno;
+      ::unlink(tmp.c_str());
+      if (renamed == 0) return false;
+      throw_io_error("Checkpoint::save: cannot rename " + quote_name(tmp) + " to", path, err);
+    }
   }
   try {
     fsync_directory(directory);
@@ -146,12 +210,28 @@ void write_atomically(const std::string& directory, const std::string& path, std
     if (!overwrites) ::unlink(path.c_str());
     throw_io_error("Checkpoint::save: cannot sync the directory", directory, e.code().value());
   }
+  return true;
 }
 
 std::vector<std::byte> read_file(const std::string& path) {
-  const int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
+  // O_NONBLOCK: a FIFO (or a device) named by mistake must raise, not
+  // block the open until a writer appears; only regular files are read.
+  const int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC | O_NONBLOCK);
   if (fd < 0) throw_io_error("Checkpoint::restore: cannot open", path, errno);
+  struct stat st {};
+  if (::fstat(fd, &st) != 0) {
+    const int err = errno;
+    ::close(fd);
+    throw_io_error("Checkpoint::restore: cannot open", path, err);
+  }
+  if (!S_ISREG(st.st_mode)) {
+    ::close(fd);
+    throw FailedPreconditionError("Checkpoint::restore: expected a regular file, got " +
+                                  std::string(S_ISDIR(st.st_mode) ? "a directory" : "a special file (FIFO, socket or device)") +
+                                  " at " + quote_name(path));
+  }
   std::vector<std::byte> data;
+  data.reserve(static_cast<std::size_t>(st.st_size));
   std::byte buffer[1 << 16];
   for (;;) {
     const ssize_t n = ::read(fd, buffer, sizeof(buffer));

@@ -33,12 +33,23 @@ std::string checkpoint_file_name(const std::string& name, std::uint64_t number);
 std::vector<std::uint64_t> checkpoint_numbers(const std::string& directory, const std::string& name,
                                               std::error_code& ec);
 
+// The same, for a caller that reads "no such directory" as "no checkpoint
+// yet": none then; any other failure to list (permissions, not a
+// directory, I/O) raises, `method` naming the call.
+std::vector<std::uint64_t> listed_checkpoint_numbers(const std::string& directory, const std::string& name,
+                                                     const char* method);
+
 // Writes `data` as `path` (in `directory`) atomically: a synced temporary
-// file renamed into place, then the directory synced (leveldb's
-// SetCurrentFile). On failure the temporary file is not left, nor a new
-// final file (one that replaced an existing file of that name stays), and
-// the error names the path.
-void write_atomically(const std::string& directory, const std::string& path, std::span<const std::byte> data);
+// file (<directory>/.dckpt-<pid>-<k>.tmp, a name of its own: concurrent
+// writers never share one) renamed into
+// place, then the directory synced (leveldb's SetCurrentFile). With
+// `replace`, an existing file of that name is replaced; without, the rename
+// is exclusive and false is returned, nothing written, if `path` exists (a
+// concurrent writer took the name). On failure the temporary file is not
+// left, nor a new final file (one that replaced an existing file of that
+// name stays), and the error names the path.
+bool write_atomically(const std::string& directory, const std::string& path, std::span<const std::byte> data,
+                      bool replace);
 
 // The whole file; errors name the path.
 std::vector<std::byte> read_file(const std::string& path);

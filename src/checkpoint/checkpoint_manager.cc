@@ -72,8 +72,7 @@ CheckpointManager::CheckpointManager(Checkpoint& checkpoint, std::string directo
 }
 
 std::vector<std::uint64_t> CheckpointManager::numbers() const {
-  std::error_code ec;
-  return internal::checkpoint_numbers(directory_, options_.checkpoint_name, ec);
+  return internal::listed_checkpoint_numbers(directory_, options_.checkpoint_name, "CheckpointManager");
 }
 
 std::string CheckpointManager::path_of(std::uint64_t number) const {
@@ -96,8 +95,11 @@ std::vector<std::string> CheckpointManager::checkpoints() const {
 
 void CheckpointManager::sweep() {
   if (!options_.max_to_keep.has_value()) return;
+  // After a commit: a directory that cannot be listed now deletes nothing
+  // (the save itself succeeded).
+  std::error_code ec;
   std::vector<std::uint64_t> candidates;
-  for (std::uint64_t n : numbers()) {
+  for (std::uint64_t n : internal::checkpoint_numbers(directory_, options_.checkpoint_name, ec)) {
     if (kept_for_good_.count(n) == 0) candidates.push_back(n);
   }
   const auto keep = static_cast<std::size_t>(*options_.max_to_keep);
@@ -134,6 +136,7 @@ std::optional<std::string> CheckpointManager::save(std::optional<std::int64_t> c
   // The chief numbers, writes and deletes; every worker gets the path.
   std::string path = checkpoint_->commit(
       directory_, "CheckpointManager::save", /*create_directory=*/true,
+      /*numbered=*/!checkpoint_number.has_value(),
       [&] {
         const std::vector<std::uint64_t> existing = numbers();
         const std::uint64_t highest = existing.empty() ? 0 : existing.back();
@@ -153,7 +156,8 @@ std::optional<std::string> CheckpointManager::save(std::optional<std::int64_t> c
   // The other workers learn what the chief kept for good from the
   // directory, as a new manager would.
   if (options_.max_to_keep.has_value() && options_.keep_checkpoint_every_n_hours.has_value()) {
-    const std::vector<std::uint64_t> existing = numbers();
+    std::error_code ec;  // the save succeeded: a failed listing here changes nothing
+    const std::vector<std::uint64_t> existing = internal::checkpoint_numbers(directory_, options_.checkpoint_name, ec);
     const auto keep = static_cast<std::size_t>(*options_.max_to_keep);
     for (std::size_t i = 0; i + keep < existing.size(); ++i) kept_for_good_.insert(existing[i]);
   }

@@ -94,7 +94,7 @@ PreemptionCheckpointHandler::PreemptionCheckpointHandler(Checkpoint& checkpoint,
   try {
     checkpoint.track(kRunCallsName, &run_calls_);
     std::optional<std::string> latest;
-    if (restore == InitialRestore::kLatest) latest = latest_checkpoint(directory_);
+    if (restore == InitialRestore::kLatest) latest = latest_checkpoint(directory_, *strategy_);
     if (latest) {
       in_scope(*strategy_, [&] { checkpoint.restore(*latest); });
       restored_from_ = *latest;

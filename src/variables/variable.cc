@@ -174,6 +174,22 @@ int update_component(Strategy* strategy) {
   return mode->component;
 }
 
+// Integer `value` split over `n` components whose sum is `value` exactly:
+// value / n (rounded toward zero) for every component, and for the first
+// that plus what the division drops (value - n * (value / n)).
+template <class T>
+std::pair<Tensor, Tensor> split_exactly(const Tensor& value, std::int64_t n) {
+  const auto v = value.data<T>();
+  const auto count = static_cast<T>(n);
+  Tensor share = Tensor::generate<T>(value.shape(), [&](std::span<T> out) {
+    for (std::size_t i = 0; i < v.size(); ++i) out[i] = static_cast<T>(v[i] / count);
+  });
+  Tensor first = Tensor::generate<T>(value.shape(), [&](std::span<T> out) {
+    for (std::size_t i = 0; i < v.size(); ++i) out[i] = static_cast<T>(v[i] / count + v[i] % count);
+  });
+  return {std::move(share), std::move(first)};
+}
+
 }  // namespace
 
 Tensor Variable::value() const {
@@ -258,11 +274,24 @@ Tensor Variable::update(Update kind, const Tensor& value) {
     }
     // assign of a SUM variable stores value / N everywhere (N: every
     // replica of every worker), so that the aggregated read, which sums over
-    // all workers, gives the value back.
-    const Tensor x = s.aggregation == VariableAggregation::SUM
-                         ? (value / static_cast<double>(s.strategy->num_replicas_in_sync())).cast(value.dtype())
-                         : value;
-    for (State::Component& c : s.components) c.value = apply(c.value, x);
+    // all workers, gives the value back. An integer value / N drops the
+    // remainder (TF's truncating cast loses it): here it goes to the first
+    // replica's component (the chief's first), so the total is kept exactly
+    // (a restored counter reads what was saved).
+    if (s.aggregation == VariableAggregation::SUM) {
+      const std::int64_t n = s.strategy->num_replicas_in_sync();
+      if (is_floating(dtype())) {
+        const Tensor x = (value / static_cast<double>(n)).cast(value.dtype());
+        for (State::Component& c : s.components) c.value = x;
+      } else {
+        auto [share, first] = dtype() == DType::kInt32 ? split_exactly<std::int32_t>(value, n)
+                                                       : split_exactly<std::int64_t>(value, n);
+        for (State::Component& c : s.components) c.value = share;
+        if (s.strategy->is_chief()) s.components[0].value = first;
+      }
+    } else {
+      for (State::Component& c : s.components) c.value = apply(c.value, value);
+    }
     return this->value();
   }
   // MirroredVariable.

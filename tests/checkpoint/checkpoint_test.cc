@@ -2,6 +2,7 @@
 // retention, and every way a restore can fail without changing anything.
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include <algorithm>
@@ -12,6 +13,9 @@
 #include <iterator>
 #include <memory>
 #include <optional>
+#include <set>
+#include <thread>
+#include <span>
 #include <string>
 #include <vector>
 
@@ -291,9 +295,15 @@ TEST_P(CrossReplicaCountTest, SavedWithTwoReplicasRestoresIntoAnyCount) {
   for (const Tensor& c : mean.values()) EXPECT_FLOAT_EQ(c.item<float>(), 3.5f);
   EXPECT_FLOAT_EQ(first.value().item<float>(), 3.f);
   for (const Tensor& c : first.values()) EXPECT_FLOAT_EQ(c.item<float>(), 3.f);
-  // An integer SUM total of 7 gives each of the N components cast(7 / N),
-  // as TF does.
-  for (const Tensor& c : count.values()) EXPECT_EQ(c.item<std::int64_t>(), 7 / n);
+  // An integer SUM total of 7 gives each of the N components 7 / N,
+  // rounded toward zero, and the first also the remainder 7 % N: the total
+  // reads 7 again with any N (TF's truncating cast would read 6 with 3 or 4
+  // replicas, losing 1).
+  const std::vector<Tensor> counts = count.values();
+  for (std::size_t i = 0; i < counts.size(); ++i) {
+    EXPECT_EQ(counts[i].item<std::int64_t>(), 7 / n + (i == 0 ? 7 % n : 0)) << "component " << i;
+  }
+  EXPECT_EQ(count.value().item<std::int64_t>(), 7);
   EXPECT_EQ(step, 100);
 }
 
@@ -457,16 +467,129 @@ TEST_F(CheckpointTest, UnwritableOrMissingDirectoryRaisesAndLeavesNothing) {
 }
 
 TEST_F(CheckpointTest, FailedCreateOfTheTemporaryFileRaisesAndChangesNothing) {
+  // A directory in which nobody, root included, may create a file.
+  if (!fs::is_directory("/sys")) GTEST_SKIP() << "no /sys";
+  std::int64_t step = 1;
+  Checkpoint ckpt;
+  ckpt.track("step", &step);
+  EXPECT_THAT(message_of<FailedPreconditionError>([&] { ckpt.save("/sys"); }),
+              AllOf(HasSubstr("cannot create a temporary file"), HasSubstr("'/sys/.dckpt-")));
+  EXPECT_EQ(latest_checkpoint("/sys"), std::nullopt);
+}
+
+// Temporary files are created exclusively: another writer's (here, files
+// named as this process would name its own, as a crashed process with the
+// same id would have left them) are neither written into nor removed.
+TEST_F(CheckpointTest, AnotherWritersTemporaryFilesAreLeftAlone) {
   std::int64_t step = 1;
   Checkpoint ckpt;
   ckpt.track("step", &step);
   ckpt.save(dir_);
-  // Something that is not ours where the next temporary file goes.
-  fs::create_directory(path("ckpt-2.dckpt.tmp"));
-  EXPECT_THAT(message_of<FailedPreconditionError>([&] { ckpt.save(dir_); }),
-              AllOf(HasSubstr("cannot create"), HasSubstr(path("ckpt-2.dckpt.tmp")), HasSubstr("Is a directory")));
-  EXPECT_EQ(files_in(dir_), (std::vector<std::string>{"ckpt-1.dckpt", "ckpt-2.dckpt.tmp"}));
-  EXPECT_EQ(latest_checkpoint(dir_), path("ckpt-1.dckpt"));
+  std::vector<std::string> others;
+  for (int k = 0; k < 200; ++k) {
+    others.push_back(".dckpt-" + std::to_string(::getpid()) + "-" + std::to_string(k) + ".tmp");
+    write_bytes(path(others.back()), {'x', 'y'});
+  }
+  step = 2;
+  EXPECT_EQ(ckpt.save(dir_), path("ckpt-2.dckpt"));
+  for (const std::string& other : others) EXPECT_EQ(read_bytes(path(other)), (std::vector<char>{'x', 'y'})) << other;
+  step = 0;
+  ckpt.restore(path("ckpt-2.dckpt"));
+  EXPECT_EQ(step, 2);
+  EXPECT_EQ(files_in(dir_).size(), others.size() + 2);
+}
+
+// Two threads saving into one directory at once: every save gets a number
+// of its own and a whole file (before, both wrote one shared temporary file
+// and one save could rename the other's half-written bytes into place).
+TEST_F(CheckpointTest, ConcurrentSavesEachGetTheirOwnNumberAndAWholeFile) {
+  constexpr int kThreads = 2, kSaves = 20;
+  std::vector<std::vector<std::string>> paths(kThreads);
+  std::vector<std::thread> threads;
+  for (int t = 0; t < kThreads; ++t) {
+    threads.emplace_back([&, t] {
+      // Each thread's own values, large enough that writes take a while.
+      Tensor values = Tensor::generate<double>(Shape{1 << 16}, [t](std::span<double> out) {
+        for (double& v : out) v = t;
+      });
+      Checkpoint ckpt({.max_to_keep = std::nullopt});
+      ckpt.track("values", &values);
+      for (int i = 0; i < kSaves; ++i) paths[static_cast<std::size_t>(t)].push_back(ckpt.save(dir_));
+    });
+  }
+  for (std::thread& t : threads) t.join();
+  std::set<std::string> all;
+  for (int t = 0; t < kThreads; ++t) {
+    for (const std::string& p : paths[static_cast<std::size_t>(t)]) {
+      EXPECT_TRUE(all.insert(p).second) << p << " returned twice";
+      Tensor values = Tensor::zeros(DType::kFloat64, Shape{1 << 16});
+      Checkpoint ckpt;
+      ckpt.track("values", &values);
+      ckpt.restore(p);  // a whole file: every CRC checks
+      EXPECT_EQ(values.data<double>()[0], t) << p;
+      EXPECT_EQ(values.data<double>().back(), t) << p;
+    }
+  }
+  EXPECT_EQ(all.size(), static_cast<std::size_t>(kThreads * kSaves));
+  EXPECT_EQ(files_in(dir_).size(), all.size());  // no temporary file left
+}
+
+// Restoring from something that is not a regular file raises at once (a
+// FIFO would otherwise block the open until a writer appeared).
+TEST_F(CheckpointTest, RestoringFromAFifoOrADirectoryRaisesAtOnce) {
+  std::int64_t step = 1;
+  Checkpoint ckpt;
+  ckpt.track("step", &step);
+  const std::string fifo = path("ckpt-1.dckpt");
+  ASSERT_EQ(::mkfifo(fifo.c_str(), 0644), 0);
+  EXPECT_THAT(message_of<FailedPreconditionError>([&] { ckpt.restore(fifo); }),
+              AllOf(HasSubstr("expected a regular file, got a special file"), HasSubstr(fifo)));
+  EXPECT_THAT(message_of<FailedPreconditionError>([&] { load_checkpoint(fifo); }), HasSubstr(fifo));
+  EXPECT_THAT(message_of<FailedPreconditionError>([&] { ckpt.restore(dir_); }),
+              AllOf(HasSubstr("expected a regular file, got a directory"), HasSubstr(dir_)));
+  EXPECT_EQ(step, 1);
+}
+
+// A directory that exists but cannot be listed raises: read as "no
+// checkpoint", a resumed job would start again from scratch.
+TEST_F(CheckpointTest, LatestCheckpointOfAnUnlistableDirectoryRaises) {
+  write_bytes(path("file"), {'a'});
+  EXPECT_THAT(message_of<FailedPreconditionError>([&] { latest_checkpoint(path("file")); }),
+              AllOf(HasSubstr("latest_checkpoint: cannot list the directory"), HasSubstr(path("file")),
+                    HasSubstr("Not a directory")));
+  std::int64_t step = 1;
+  Checkpoint ckpt;
+  ckpt.track("step", &step);
+  CheckpointManager over_a_file(ckpt, path("file"));
+  EXPECT_THAT(message_of<FailedPreconditionError>([&] { over_a_file.latest_checkpoint(); }),
+              AllOf(HasSubstr("CheckpointManager: cannot list the directory"), HasSubstr(path("file"))));
+  EXPECT_THAT(message_of<FailedPreconditionError>([&] { over_a_file.checkpoints(); }),
+              HasSubstr("cannot list the directory"));
+  // A missing directory is no checkpoint yet, for both.
+  EXPECT_EQ(latest_checkpoint(path("missing")), std::nullopt);
+  CheckpointManager manager(ckpt, path("missing"));
+  EXPECT_EQ(manager.latest_checkpoint(), std::nullopt);
+  // With one worker, the strategy's answer is the directory's own.
+  MirroredStrategy two(cpus(2));
+  EXPECT_EQ(latest_checkpoint(dir_, two), std::nullopt);
+  ckpt.save(dir_);
+  EXPECT_EQ(latest_checkpoint(dir_, two), path("ckpt-1.dckpt"));
+}
+
+// Names are stored with a 32-bit length but read back only up to 64 KiB:
+// a longer one is refused when tracked, not found unreadable at restore.
+TEST_F(CheckpointTest, ANameLongerThanTheFormatAllowsIsRefusedAtTrack) {
+  std::int64_t a = 0;
+  Checkpoint ckpt;
+  const std::string longest(std::size_t{1} << 16, 'n');
+  ckpt.track(longest, &a);
+  EXPECT_THAT(message_of<InvalidArgumentError>([&] { ckpt.track(longest + "n", &a); }),
+              AllOf(HasSubstr("at most 65536 bytes"), HasSubstr("got one of 65537 bytes")));
+  a = 3;
+  const std::string saved = ckpt.save(dir_);
+  a = 0;
+  ckpt.restore(saved);
+  EXPECT_EQ(a, 3);
 }
 
 // ---- The file layout (docs/checkpoint_format.md) ----

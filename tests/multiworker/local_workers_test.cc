@@ -18,6 +18,7 @@
 #include <functional>
 #include <map>
 #include <memory>
+#include <mutex>
 #include <optional>
 #include <string>
 #include <thread>
@@ -352,6 +353,94 @@ TEST(LocalWorkers, CheckpointManagerSavesOnceForAllWorkers) {
   for (const auto& e : std::filesystem::directory_iterator(dir / "run")) files.push_back(e.path().filename().string());
   std::sort(files.begin(), files.end());
   EXPECT_EQ(files, (std::vector<std::string>{"ckpt-2.dckpt", "ckpt-3.dckpt"}));
+}
+
+// A restore in which the workers read different files (each listed its own
+// directory) raises on every worker, and no worker changes its state.
+TEST(LocalWorkers, WorkersRestoringDifferentFilesRaiseAndChangeNothing) {
+  TempDir dir("local_workers_different");
+  // One file per worker, with different values: written outside any
+  // strategy (an ordinary variable and the default strategy).
+  for (int w = 0; w < 2; ++w) {
+    Variable plain(Tensor(static_cast<float>(10 + w)), {.name = "v"});
+    Checkpoint ckpt;
+    ckpt.track("v", plain);
+    std::filesystem::create_directories(dir / std::to_string(w));
+    ckpt.save(dir / std::to_string(w));
+  }
+  const auto errors = run_workers(2, 1, [&](int w, MultiWorkerMirroredStrategy& s) {
+    Variable v = [&] {
+      StrategyScope scope = s.scope();
+      return Variable(Tensor(1.f), {.name = "v"});
+    }();
+    Checkpoint ckpt;
+    ckpt.track("v", v);
+    try {
+      ckpt.restore(*latest_checkpoint(dir / std::to_string(w)));
+    } catch (...) {
+      EXPECT_EQ(v.value(), Tensor(1.f)) << "worker " << w << " changed its variable";
+      throw;
+    }
+  });
+  for (int w = 0; w < 2; ++w) {
+    const auto& e = errors[static_cast<std::size_t>(w)];
+    EXPECT_TRUE(is<FailedPreconditionError>(e)) << "worker " << w << ": " << what_of(e);
+    EXPECT_THAT(what_of(e), HasSubstr("the workers read different files (worker 0: "));
+    EXPECT_THAT(what_of(e), HasSubstr("no worker changed its state"));
+  }
+}
+
+// latest_checkpoint(directory, strategy): the chief's listing on every
+// worker, and the chief's error on every worker.
+TEST(LocalWorkers, LatestCheckpointOfTheStrategyIsTheChiefs) {
+  TempDir dir("local_workers_latest");
+  std::int64_t step = 1;
+  Checkpoint ckpt;
+  ckpt.track("step", &step);
+  std::filesystem::create_directories(dir / "0");
+  std::filesystem::create_directories(dir / "1");
+  ckpt.save(dir / "0");
+  for (int i = 0; i < 3; ++i) ckpt.save(dir / "1");  // worker 1 alone would pick ckpt-3
+  std::mutex mutex;
+  std::map<int, std::optional<std::string>> found;
+  expect_all_returned(run_workers(2, 1, [&](int w, MultiWorkerMirroredStrategy& s) {
+    std::optional<std::string> latest = latest_checkpoint(dir / std::to_string(w), s);
+    std::lock_guard<std::mutex> lock(mutex);
+    found[w] = latest;
+  }));
+  EXPECT_EQ(found[0], std::optional<std::string>(dir / "0/ckpt-1.dckpt"));
+  EXPECT_EQ(found[1], found[0]);
+  // No checkpoint on the chief: none on every worker.
+  std::filesystem::create_directories(dir / "empty");
+  expect_all_returned(run_workers(2, 1, [&](int w, MultiWorkerMirroredStrategy& s) {
+    EXPECT_EQ(latest_checkpoint(w == 0 ? dir / "empty" : dir / "1", s), std::nullopt) << "worker " << w;
+  }));
+  // A chief that cannot list its directory (a file): its error everywhere.
+  const auto errors = run_workers(2, 1, [&](int w, MultiWorkerMirroredStrategy& s) {
+    latest_checkpoint(w == 0 ? dir / "0/ckpt-1.dckpt" : dir / "1", s);
+  });
+  EXPECT_TRUE(is<FailedPreconditionError>(errors[0])) << what_of(errors[0]);
+  EXPECT_THAT(what_of(errors[0]), HasSubstr("latest_checkpoint: cannot list the directory"));
+  EXPECT_TRUE(is<FailedPreconditionError>(errors[1])) << what_of(errors[1]);
+  EXPECT_THAT(what_of(errors[1]), HasSubstr("the chief (worker 0) could not find the latest checkpoint: "));
+}
+
+// An integer SUM SyncOnReadVariable assigned (restored) across workers
+// keeps its total exactly: the remainder goes to the chief's first
+// component only.
+TEST(LocalWorkers, IntegerSumSyncOnReadAssignKeepsTheTotalOverWorkers) {
+  expect_all_returned(run_workers(2, 2, [&](int w, MultiWorkerMirroredStrategy& s) {
+    StrategyScope scope = s.scope();
+    Variable count(Tensor(std::int64_t{0}), {.name = "count",
+                                            .synchronization = VariableSynchronization::ON_READ,
+                                            .aggregation = VariableAggregation::SUM});
+    count.assign(Tensor(std::int64_t{7}));  // 4 replicas: 1 each, and 3 more on replica 0
+    EXPECT_EQ(count.value(), Tensor(std::int64_t{7})) << "worker " << w;
+    const std::vector<Tensor> components = count.values();
+    ASSERT_EQ(components.size(), 2u);
+    EXPECT_EQ(components[0], Tensor(std::int64_t{w == 0 ? 4 : 1})) << "worker " << w;
+    EXPECT_EQ(components[1], Tensor(std::int64_t{1})) << "worker " << w;
+  }));
 }
 
 // strategy.extended() over workers: reduce_to spans every worker's

@@ -1,4 +1,5 @@
 """Variables under a strategy's scope and checkpoints, from Python."""
+import os
 import time
 
 import numpy as np
@@ -39,6 +40,33 @@ def test_an_ordinary_variable_updated_by_replicas_names_the_fix():
   with pytest.raises(errors.FailedPreconditionError, match="strategy.scope"):
     s.run(lambda: counter.assign_add(np.float32(1)))
   assert float(counter.numpy()) == 0.0
+
+
+def test_checkpoint_paths_may_be_bytes_or_path_like(tmp_path):
+  # A bytes path names the same file as its str spelling (not the text
+  # "b'...'"), in save, restore, latest_checkpoint and CheckpointManager.
+  s = dist.MirroredStrategy(["CPU:0", "CPU:1"])
+  with s.scope():
+    w = dist.Variable(np.array([1., 2.], np.float32), name="w")
+  ckpt = dist.Checkpoint(w=w)
+  as_bytes = os.fsencode(tmp_path)
+  path = ckpt.save(as_bytes)
+  assert path == str(tmp_path / "ckpt-1.dckpt")
+  assert dist.latest_checkpoint(as_bytes) == path
+  assert dist.latest_checkpoint(tmp_path, s) == path  # one worker: its own listing
+  with s.scope():
+    w.assign(np.array([9., 9.], np.float32))
+  ckpt.restore(os.fsencode(path))
+  np.testing.assert_array_equal(np.asarray(w.values[1]), [1., 2.])
+  manager = dist.CheckpointManager(ckpt, as_bytes + b"/managed", max_to_keep=1)
+  assert manager.save() == str(tmp_path / "managed" / "ckpt-1.dckpt")
+  assert sorted(os.listdir(tmp_path)) == ["ckpt-1.dckpt", "managed"]
+  with pytest.raises(errors.InvalidArgumentError, match=r"Checkpoint.save: expected a path .* got int"):
+    ckpt.save(3)
+  # A directory that cannot be listed raises; a missing one is no checkpoint.
+  with pytest.raises(errors.FailedPreconditionError, match="cannot list the directory"):
+    dist.latest_checkpoint(path)
+  assert dist.latest_checkpoint(tmp_path / "missing") is None
 
 
 def test_checkpoint_round_trip_and_bad_files(tmp_path):

@@ -394,6 +394,37 @@ TEST_P(VariableTest, SyncOnReadCrossReplicaAssign) {
   }
 }
 
+TEST_P(VariableTest, SyncOnReadIntegerSumAssignKeepsTheTotalExactly) {
+  // x / N rounded toward zero in every component and the remainder in the
+  // first: the aggregated read is x again, for negative elements too, and
+  // for int64 values beyond a double's 53 bits.
+  const std::int64_t big = (std::int64_t{1} << 60) + 7;
+  Variable wide = make(Tensor(std::vector<std::int64_t>{0, 0, 0}, Shape{3}),
+                       {.name = "wide", .synchronization = Sync::ON_READ, .aggregation = Agg::SUM});
+  const Tensor x(std::vector<std::int64_t>{-7, 8, big}, Shape{3});
+  {
+    auto scope = strategy().scope();
+    EXPECT_EQ(wide.assign(x), x);
+  }
+  EXPECT_EQ(wide.value(), x);
+  const std::int64_t n = std::max<std::int64_t>(wide.num_components(), 1);
+  const std::vector<Tensor> components = wide.values();
+  for (std::size_t i = 0; i < components.size(); ++i) {
+    const auto c = components[i].data<std::int64_t>();
+    const auto v = x.data<std::int64_t>();
+    for (std::size_t k = 0; k < v.size(); ++k) {
+      EXPECT_EQ(c[k], v[k] / n + (i == 0 ? v[k] % n : 0)) << "component " << i << ", element " << k;
+    }
+  }
+  Variable narrow = make(Tensor(std::int32_t{0}),
+                         {.name = "narrow", .synchronization = Sync::ON_READ, .aggregation = Agg::SUM});
+  {
+    auto scope = strategy().scope();
+    narrow.assign(Tensor(std::int32_t{-5}));
+  }
+  EXPECT_EQ(narrow.value(), Tensor(std::int32_t{-5}));
+}
+
 TEST_P(VariableTest, SyncOnReadCrossReplicaAddAndSub) {
   Variable sum = sync_on_read(1.f, Agg::SUM);
   if (distributed()) {

@@ -398,7 +398,8 @@ class TrainingRun {
   }
 
   void resume() {
-    const std::optional<std::string> latest = latest_checkpoint(config_.checkpoint_dir);
+    // The chief's choice, on every worker: restoring is collective.
+    const std::optional<std::string> latest = latest_checkpoint(config_.checkpoint_dir, strategy_);
     if (!latest) {
       if (log_) *log_ << "no checkpoint in " << config_.checkpoint_dir << ": starting from scratch\n";
       return;
