@@ -117,7 +117,11 @@ class Variable {
  private:
   friend class Checkpoint;
   enum class Update { kAssign, kAdd, kSub };
-  Tensor update(Update kind, const Tensor& value);
+  // `read_back`: return the new value. Without it a SyncOnReadVariable's
+  // cross-replica assign returns an empty tensor and makes no collective
+  // read (Checkpoint::restore assigns every tracked value with no
+  // communication, so that a failing worker cannot stop it half-way).
+  Tensor update(Update kind, const Tensor& value, bool read_back = true);
   std::shared_ptr<State> state_;
 };
 

@@ -598,8 +598,11 @@ void Checkpoint::assign(std::vector<Tensor>& restored, std::vector<std::optional
         [&value = restored[i]](const auto& target) {
           using T = std::decay_t<decltype(target)>;
           if constexpr (std::is_same_v<T, Variable>) {
-            Variable v = target;  // a handle: assigns the tracked variable
-            v.assign(value);
+            // A handle: assigns the tracked variable, with no collective
+            // read of a SyncOnReadVariable's new value (every check has
+            // passed on every worker: nothing here may fail half-way).
+            Variable v = target;
+            v.update(Variable::Update::kAssign, value, /*read_back=*/false);
           } else if constexpr (std::is_same_v<T, std::int64_t*>) {
             *target = value.item<std::int64_t>();
           } else if constexpr (std::is_same_v<T, std::uint64_t*>) {

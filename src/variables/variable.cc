@@ -226,7 +226,7 @@ Tensor Variable::assign(const Tensor& value) { return update(Update::kAssign, va
 Tensor Variable::assign_add(const Tensor& delta) { return update(Update::kAdd, delta); }
 Tensor Variable::assign_sub(const Tensor& delta) { return update(Update::kSub, delta); }
 
-Tensor Variable::update(Update kind, const Tensor& value) {
+Tensor Variable::update(Update kind, const Tensor& value, bool read_back) {
   State& s = *state_;
   const char* method = kind == Update::kAssign ? "assign" : kind == Update::kAdd ? "assign_add" : "assign_sub";
   if (value.dtype() != dtype() || value.shape() != shape()) {
@@ -292,7 +292,7 @@ Tensor Variable::update(Update kind, const Tensor& value) {
     } else {
       for (State::Component& c : s.components) c.value = apply(c.value, value);
     }
-    return this->value();
+    return read_back ? this->value() : Tensor();
   }
   // MirroredVariable.
   if (r < 0) {  // cross-replica: every component, aggregation ignored
