@@ -208,6 +208,29 @@ class ReleaseGil {
   PyThreadState* state_ = nullptr;
 };
 
+// `f()` (a std::string path, an optional one or a list of them) with the
+// GIL released, returned as bytes: the Python side gives them back as str
+// with os.fsdecode, so a path that is not UTF-8 round-trips instead of
+// raising UnicodeDecodeError after the file was written.
+template <class F>
+py::object paths_out(F&& f) {
+  using R = decltype(f());
+  R result;
+  {
+    ReleaseGil release;
+    result = f();
+  }
+  if constexpr (std::is_same_v<R, std::string>) {
+    return py::bytes(result);
+  } else if constexpr (std::is_same_v<R, std::optional<std::string>>) {
+    return result ? py::object(py::bytes(*result)) : py::object(py::none());
+  } else {
+    py::list out;
+    for (const std::string& p : result) out.append(py::bytes(p));
+    return out;
+  }
+}
+
 // Calls `f` with the GIL, turning a Python exception into a PythonError.
 // A library thread keeps the Python thread state it gets on its first call
 // (creating one per call would cost tens of microseconds each time).
@@ -1119,19 +1142,19 @@ PYBIND11_MODULE(_core, m) {
       .def("track_iterator",
            [](dist::Checkpoint& c, const std::string& name, DistributedIterator& it) { c.track(name, it.get()); })
       .def("tracked_names", &dist::Checkpoint::tracked_names)
-      .def("save", &dist::Checkpoint::save, py::call_guard<ReleaseGil>())
-      .def("write", &dist::Checkpoint::write, py::call_guard<ReleaseGil>())
+      .def("save", [](dist::Checkpoint& c, const std::string& d) { return paths_out([&] { return c.save(d); }); })
+      .def("write", [](dist::Checkpoint& c, const std::string& p) { return paths_out([&] { return c.write(p); }); })
       .def(
           "restore",
           [](dist::Checkpoint& c, const std::string& path, bool expect_partial) {
             c.restore(path, {.expect_partial = expect_partial});
           },
           py::call_guard<ReleaseGil>());
-  m.def("latest_checkpoint", py::overload_cast<const std::string&>(&dist::latest_checkpoint),
-        py::call_guard<ReleaseGil>());
-  m.def("latest_checkpoint_of_chief",
-        py::overload_cast<const std::string&, dist::Strategy&>(&dist::latest_checkpoint),
-        py::call_guard<ReleaseGil>());
+  m.def("latest_checkpoint",
+        [](const std::string& d) { return paths_out([&] { return dist::latest_checkpoint(d); }); });
+  m.def("latest_checkpoint_of_chief", [](const std::string& d, dist::Strategy& s) {
+    return paths_out([&] { return dist::latest_checkpoint(d, s); });
+  });
   // A CheckpointManager over one core Checkpoint whose tracked values each
   // call replaces (distribute.Checkpoint builds a core Checkpoint per call).
   py::class_<ManagerHolder>(m, "CheckpointManager")
@@ -1159,20 +1182,23 @@ PYBIND11_MODULE(_core, m) {
       .def(
           "save",
           [](ManagerHolder& h, dist::Checkpoint& c, std::optional<std::int64_t> number, bool check_interval) {
-            *h.checkpoint = std::move(c);
-            return h.manager->save(number, check_interval);
-          },
-          py::call_guard<ReleaseGil>())
+            return paths_out([&] {
+              *h.checkpoint = std::move(c);
+              return h.manager->save(number, check_interval);
+            });
+          })
       .def(
           "restore_or_initialize",
           [](ManagerHolder& h, dist::Checkpoint& c) {
-            *h.checkpoint = std::move(c);
-            return h.manager->restore_or_initialize();
-          },
-          py::call_guard<ReleaseGil>())
-      .def("latest_checkpoint", [](const ManagerHolder& h) { return h.manager->latest_checkpoint(); })
-      .def("checkpoints", [](const ManagerHolder& h) { return h.manager->checkpoints(); })
-      .def("directory", [](const ManagerHolder& h) { return h.manager->directory(); })
+            return paths_out([&] {
+              *h.checkpoint = std::move(c);
+              return h.manager->restore_or_initialize();
+            });
+          })
+      .def("latest_checkpoint",
+           [](const ManagerHolder& h) { return paths_out([&] { return h.manager->latest_checkpoint(); }); })
+      .def("checkpoints", [](const ManagerHolder& h) { return paths_out([&] { return h.manager->checkpoints(); }); })
+      .def("directory", [](const ManagerHolder& h) { return py::bytes(h.manager->directory()); })
       .def("checkpoint_interval", [](const ManagerHolder& h) { return h.manager->checkpoint_interval(); });
 
   // --- Context and collectives -----------------------------------------------

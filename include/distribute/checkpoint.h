@@ -11,6 +11,8 @@
 //   std::string path = ckpt.save("/ckpt");     // "/ckpt/ckpt-1.dckpt"
 //   ...
 //   if (auto latest = latest_checkpoint("/ckpt")) ckpt.restore(*latest);
+//   // (with several workers: latest_checkpoint("/ckpt", strategy), the
+//   // chief's answer on every worker)
 //
 // What is saved (TF's saveables, TF_SEMANTICS 5.6): a variable's value as
 // cross-replica context reads it (a MirroredVariable's value, a
@@ -161,7 +163,12 @@ class Checkpoint {
   //     (expected vs got bytes), a CRC32C mismatch (naming the entry or the
   //     header), or a malformed entry;
   //   FailedPreconditionError: a format version other than kFormatVersion
-  //     (found vs supported), or a call inside a replica function;
+  //     (found vs supported), a path that is not a regular file (a
+  //     directory, a FIFO), workers that read different bytes (each
+  //     worker's size and FNV-1a named), or a call inside a replica
+  //     function;
+  //   AbortedError (on the other workers): a worker whose checks failed
+  //     (named; its own error says why);
   //   InvalidArgumentError: names in the file that are not tracked, an
   //     entry whose dtype or shape differs from the tracked value's (both
   //     named), or a value beyond the range of a tracked int32_t (naming
@@ -201,7 +208,7 @@ class Checkpoint {
   // What restore() compares over the workers: the bytes each one read.
   struct FileIdentity {
     std::uint64_t size = 0;
-    std::size_t hash = 0;
+    std::uint64_t hash = 0;  // FNV-1a of the bytes
   };
   std::vector<Tensor> read_tracked(const std::string& path, const RestoreOptions& options,
                                    FileIdentity& identity) const;

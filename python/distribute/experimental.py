@@ -140,7 +140,7 @@ class PreemptionCheckpointHandler:
       self._runs = Variable(np.zeros((), np.int64), name=RUN_CALLS_NAME)
       checkpoint.track(RUN_CALLS_NAME, self._runs)
       try:
-        latest = latest_checkpoint(self._dir, self._strategy)
+        latest = latest_checkpoint(self._dir, strategy=self._strategy)
         if latest is not None:
           checkpoint.restore(latest)
       except BaseException:

@@ -30,6 +30,12 @@ def _path(value, what):
                                f"{type(value).__name__}") from None
 
 
+def _text(path):
+  """A path from the core (bytes) as str, as os.fsdecode spells it (None
+  stays None)."""
+  return None if path is None else os.fsdecode(path)
+
+
 class VariableSynchronization(enum.Enum):
   AUTO = "AUTO"
   NONE = "NONE"
@@ -141,12 +147,12 @@ class Checkpoint:
     return core
 
   def save(self, directory):
-    return self._build(self._tracked).save(_path(directory, "Checkpoint.save"))
+    return _text(self._build(self._tracked).save(_path(directory, "Checkpoint.save")))
 
   def write(self, file_prefix):
     """Writes exactly ``file_prefix`` (no numbering, nothing deleted; TF's
     Checkpoint.write); returns the path."""
-    return self._build(self._tracked).write(_path(file_prefix, "Checkpoint.write"))
+    return _text(self._build(self._tracked).write(_path(file_prefix, "Checkpoint.write")))
 
   def restore(self, save_path, expect_partial=False):
     """Restores every tracked value, all or nothing. Entries of the file
@@ -207,31 +213,31 @@ class CheckpointManager:
     """The new checkpoint's path, or None when the interval has not passed."""
     number = None if checkpoint_number is None else int(np.asarray(checkpoint_number))
     core = self._checkpoint._build(self._checkpoint._tracked)
-    return self._core.save(core, number, bool(check_interval))
+    return _text(self._core.save(core, number, bool(check_interval)))
 
   def restore_or_initialize(self):
     """Restores the latest checkpoint and returns its path; else calls
     init_fn and returns None."""
-    return self._core.restore_or_initialize(self._checkpoint._build(self._checkpoint._tracked))
+    return _text(self._core.restore_or_initialize(self._checkpoint._build(self._checkpoint._tracked)))
 
   @property
   def latest_checkpoint(self):
-    return self._core.latest_checkpoint()
+    return _text(self._core.latest_checkpoint())
 
   @property
   def checkpoints(self):
-    return self._core.checkpoints()
+    return [_text(p) for p in self._core.checkpoints()]
 
   @property
   def directory(self):
-    return self._core.directory()
+    return _text(self._core.directory())
 
   @property
   def checkpoint_interval(self):
     return self._core.checkpoint_interval()
 
 
-def latest_checkpoint(directory, strategy=None):
+def latest_checkpoint(directory, *, strategy=None):
   """The newest checkpoint file in ``directory``, or None (also when the
   directory does not exist; one that cannot be listed raises). With a
   ``strategy`` of several workers, the chief's answer on every worker (a
@@ -239,5 +245,5 @@ def latest_checkpoint(directory, strategy=None):
   should restore: each worker's own listing may name another file."""
   path = _path(directory, "latest_checkpoint")
   if strategy is None:
-    return _core.latest_checkpoint(path)
-  return _core.latest_checkpoint_of_chief(path, strategy._core)
+    return _text(_core.latest_checkpoint(path))
+  return _text(_core.latest_checkpoint_of_chief(path, strategy._core))

@@ -46,7 +46,6 @@ using internal::NamedTensor;
 using internal::quote_name;
 using internal::read_file;
 using internal::throw_io_error;
-using internal::write_atomically;
 
 namespace {
 
@@ -274,13 +273,15 @@ std::string Checkpoint::commit(const std::string& directory, const char* method,
       if (!S_ISDIR(st.st_mode)) throw_io_error(std::string(method) + ": directory", directory, ENOTDIR);
       std::error_code ignored;
       bool overwrites = false;
+      internal::TemporaryFile file(directory, bytes);
       if (numbered) {
         // Another writer (a thread, a process) may take the same new number
-        // first: then the next one, listed again.
+        // first: then the next one (file_name() lists again and never
+        // repeats a number), renaming the same file.
         constexpr int kAttempts = 100;
         for (int attempt = 1;; ++attempt) {
           path = join(directory, file_name());
-          if (write_atomically(directory, path, bytes, /*replace=*/false)) break;
+          if (file.commit(path, /*replace=*/false)) break;
           if (attempt == kAttempts) {
             throw AbortedError(std::string(method) + ": another writer took each new checkpoint number first, " +
                                std::to_string(kAttempts) + " times in a row (the last " + quote_name(path) +
@@ -290,7 +291,7 @@ std::string Checkpoint::commit(const std::string& directory, const char* method,
       } else {
         path = join(directory, file_name());
         overwrites = fs::exists(path, ignored);
-        write_atomically(directory, path, bytes, /*replace=*/true);
+        file.commit(path, /*replace=*/true);
       }
       if (after_commit) {
         try {
@@ -333,11 +334,14 @@ std::string Checkpoint::commit(const std::string& directory, const char* method,
 std::string Checkpoint::save(const std::string& directory) {
   return commit(
       directory, "Checkpoint::save", /*create_directory=*/false, /*numbered=*/true,
-      [&] {
+      [&, last = std::uint64_t{0}]() mutable {
         std::error_code ec;
         const std::vector<std::uint64_t> existing = checkpoint_numbers(directory, kName, ec);
         if (ec) throw_io_error("Checkpoint::save: cannot list the directory", directory, ec.value());
-        return checkpoint_file_name(kName, existing.empty() ? 1 : existing.back() + 1);
+        // Above the last number tried, too: a listing that lags (a network
+        // file system) must not name a taken number again.
+        last = std::max(existing.empty() ? 1 : existing.back() + 1, last + 1);
+        return checkpoint_file_name(kName, last);
       },
       [&](const std::string&) {
         // Keep the newest max_to_keep (the one just written included). A
@@ -394,7 +398,7 @@ void Checkpoint::restore(const std::string& path, const RestoreOptions& options)
     const Tensor outcome = internal::StrategyAccess::gather_over_workers(
         strategy,
         Tensor(std::vector<std::int64_t>{failure ? 1 : 0, static_cast<std::int64_t>(file.size),
-                                         std::bit_cast<std::int64_t>(std::uint64_t{file.hash})},
+                                         std::bit_cast<std::int64_t>(file.hash)},
                Shape{3}),
         0);
     if (failure) std::rethrow_exception(failure);
@@ -413,7 +417,7 @@ void Checkpoint::restore(const std::string& path, const RestoreOptions& options)
     for (std::size_t w = 0; w < count; ++w) {
       same = same && v[3 * w + 1] == v[1] && v[3 * w + 2] == v[2];
       read += (w == 0 ? "" : "; ") + std::string("worker ") + std::to_string(w) + ": " + std::to_string(v[3 * w + 1]) +
-              " bytes, hash " + hex64(std::bit_cast<std::uint64_t>(v[3 * w + 2]));
+              " bytes, FNV-1a " + hex64(std::bit_cast<std::uint64_t>(v[3 * w + 2]));
     }
     if (!same) {
       throw FailedPreconditionError("Checkpoint::restore(" + path +
@@ -455,13 +459,12 @@ std::vector<Tensor> Checkpoint::read_tracked(const std::string& path, const Rest
                                              FileIdentity& identity) const {
   std::vector<Tensor> restored(entries_.size());
   const std::vector<std::byte> file = read_file(path);
-  // (Not a CRC32C of the file: the file ends with its last entry's CRC32C,
+  // (FNV-1a, fixed by its definition on every worker, whatever its build.
+  // Not a CRC32C of the file: the file ends with its last entry's CRC32C,
   // and a CRC of bytes followed by their own CRC is the same constant for
-  // any bytes. Both workers run the same binary, so std::hash's value
-  // compares.)
+  // any bytes.)
   identity = {.size = file.size(),
-              .hash = std::hash<std::string_view>{}(
-                  std::string_view(reinterpret_cast<const char*>(file.data()), file.size()))};
+              .hash = internal::fnv1a(std::string_view(reinterpret_cast<const char*>(file.data()), file.size()))};
   std::vector<NamedTensor> saved = decode(file, path);
   std::map<std::string, Tensor> by_name;
   for (NamedTensor& e : saved) by_name.emplace(std::move(e.name), std::move(e.value));
@@ -626,14 +629,31 @@ std::optional<std::string> latest_checkpoint(const std::string& directory) {
 }
 
 std::optional<std::string> latest_checkpoint(const std::string& directory, Strategy& strategy) {
-  if (strategy.num_workers() <= 1) return latest_checkpoint(directory);
-  std::optional<std::string> latest;
+  return internal::chiefs_latest(strategy, directory, "latest_checkpoint",
+                                 [&] { return latest_checkpoint(directory); });
+}
+
+namespace internal {
+
+std::optional<std::string> chiefs_latest(Strategy& strategy, const std::string& directory, const char* method,
+                                         const std::function<std::optional<std::string>()>& latest) {
+  const ThreadMode* mode = current_mode();
+  if (mode != nullptr && mode->replica != nullptr) {
+    throw FailedPreconditionError(std::string(method) + ": called inside a replica function of " +
+                                  mode->strategy->to_string() +
+                                  "; call it in cross-replica context (outside strategy.run)");
+  }
+  if (strategy.num_workers() <= 1) return latest();
+  // Worker 0 lists; its outcome, then the file's name (or its error) as
+  // text. Every worker joins the name with its own `directory` (the shared
+  // file system may be mounted elsewhere on another host).
+  std::optional<std::string> path;
   std::exception_ptr failure;
-  std::int64_t code = 0;  // the chief's ErrorCode, 0 when it listed the directory
+  std::int64_t code = 0;  // worker 0's ErrorCode, 0 when it listed the directory
   std::string message;
-  if (strategy.is_chief()) {
+  if (strategy.worker_index() == 0) {
     try {
-      latest = latest_checkpoint(directory);
+      path = latest();
     } catch (const Error& e) {
       failure = std::current_exception();
       code = static_cast<std::int64_t>(e.code());
@@ -644,18 +664,20 @@ std::optional<std::string> latest_checkpoint(const std::string& directory, Strat
       message = e.what();
     }
   }
-  // The chief's outcome, then its path (or its error) as text.
-  const Tensor status = internal::StrategyAccess::broadcast_from_chief(
-      strategy, Tensor(std::vector<std::int64_t>{code, latest ? 1 : 0}, Shape{2}));
-  const std::string text =
-      internal::StrategyAccess::text_from_chief(strategy, failure ? message : latest.value_or(""), "latest_checkpoint");
+  const Tensor status = StrategyAccess::broadcast_from_chief(
+      strategy, Tensor(std::vector<std::int64_t>{code, path ? 1 : 0}, Shape{2}));
+  const std::string text = StrategyAccess::text_from_chief(
+      strategy, failure ? message : fs::path(path.value_or("")).filename().string(), method);
   if (failure) std::rethrow_exception(failure);
   const auto s = status.data<std::int64_t>();
   if (s[0] != 0) {
-    throw_error(static_cast<ErrorCode>(s[0]), "the chief (worker 0) could not find the latest checkpoint: " + text);
+    throw_error(static_cast<ErrorCode>(s[0]),
+                std::string(method) + ": the chief (worker 0) could not find the latest checkpoint: " + text);
   }
   if (s[1] == 0) return std::nullopt;
-  return text;
+  return join(directory, text);
 }
+
+}  // namespace internal
 
 }  // namespace distribute

@@ -163,52 +163,49 @@ int rename_exclusive(const std::string& from, const std::string& to) {
 
 }  // namespace
 
-// Writes `data` as `path` atomically: a synced temporary file renamed into
-// place, then the directory synced (leveldb's SetCurrentFile). On failure
-// neither the temporary nor the final file is left.
-bool write_atomically(const std::string& directory, const std::string& path, std::span<const std::byte> data,
-                      bool replace) {
-  std::string tmp;
-  const int fd = create_temporary(directory, tmp);
-  if (fd < 0) throw_io_error("Checkpoint::save: cannot create a temporary file", tmp, errno);
+TemporaryFile::TemporaryFile(const std::string& directory, std::span<const std::byte> data) : directory_(directory) {
+  const int fd = create_temporary(directory, name_);
+  if (fd < 0) throw_io_error("Checkpoint::save: cannot create a temporary file", name_, errno);
   try {
     write_all(fd, data);
     if (::fsync(fd) != 0) throw std::system_error(errno, std::generic_category());
   } catch (const std::system_error& e) {
     ::close(fd);
-    ::unlink(tmp.c_str());
-    throw_io_error("Checkpoint::save: cannot write", tmp, e.code().value());
+    ::unlink(name_.c_str());
+    throw_io_error("Checkpoint::save: cannot write", name_, e.code().value());
   }
   if (::close(fd) != 0) {
     const int err = errno;
-    ::unlink(tmp.c_str());
-    throw_io_error("Checkpoint::save: cannot write", tmp, err);
+    ::unlink(name_.c_str());
+    throw_io_error("Checkpoint::save: cannot write", name_, err);
   }
+}
+
+TemporaryFile::~TemporaryFile() {
+  if (!committed_) ::unlink(name_.c_str());
+}
+
+bool TemporaryFile::commit(const std::string& path, bool replace) {
   bool overwrites = false;
   if (replace) {
     overwrites = ::access(path.c_str(), F_OK) == 0;
-    if (::rename(tmp.c_str(), path.c_str()) != 0) {
-      const int err = errno;
-      ::unlink(tmp.c_str());
-      throw_io_error("Checkpoint::save: cannot rename " + quote_name(tmp) + " to", path, err);
+    if (::rename(name_.c_str(), path.c_str()) != 0) {
+      throw_io_error("Checkpoint::save: cannot rename " + quote_name(name_) + " to", path, errno);
     }
   } else {
-    const int renamed = rename_exclusive(tmp, path);
-    if (renamed <= 0) {
-      const int err = errno;
-      ::unlink(tmp.c_str());
-      if (renamed == 0) return false;
-      throw_io_error("Checkpoint::save: cannot rename " + quote_name(tmp) + " to", path, err);
-    }
+    const int renamed = rename_exclusive(name_, path);
+    if (renamed == 0) return false;
+    if (renamed < 0) throw_io_error("Checkpoint::save: cannot rename " + quote_name(name_) + " to", path, errno);
   }
+  committed_ = true;
   try {
-    fsync_directory(directory);
+    fsync_directory(directory_);
   } catch (const std::system_error& e) {
     // The rename may not survive a crash: report the save as failed and
     // take a new file back (a file it replaced is gone either way: the
     // complete new one stays in its place).
     if (!overwrites) ::unlink(path.c_str());
-    throw_io_error("Checkpoint::save: cannot sync the directory", directory, e.code().value());
+    throw_io_error("Checkpoint::save: cannot sync the directory", directory_, e.code().value());
   }
   return true;
 }
@@ -218,14 +215,13 @@ std::vector<std::byte> read_file(const std::string& path) {
   // block the open until a writer appears; only regular files are read.
   const int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC | O_NONBLOCK);
   if (fd < 0) throw_io_error("Checkpoint::restore: cannot open", path, errno);
+  struct Closer {
+    int fd;
+    ~Closer() { ::close(fd); }
+  } closer{fd};
   struct stat st {};
-  if (::fstat(fd, &st) != 0) {
-    const int err = errno;
-    ::close(fd);
-    throw_io_error("Checkpoint::restore: cannot open", path, err);
-  }
+  if (::fstat(fd, &st) != 0) throw_io_error("Checkpoint::restore: cannot open", path, errno);
   if (!S_ISREG(st.st_mode)) {
-    ::close(fd);
     throw FailedPreconditionError("Checkpoint::restore: expected a regular file, got " +
                                   std::string(S_ISDIR(st.st_mode) ? "a directory" : "a special file (FIFO, socket or device)") +
                                   " at " + quote_name(path));
@@ -237,14 +233,11 @@ std::vector<std::byte> read_file(const std::string& path) {
     const ssize_t n = ::read(fd, buffer, sizeof(buffer));
     if (n < 0) {
       if (errno == EINTR) continue;
-      const int err = errno;
-      ::close(fd);
-      throw_io_error("Checkpoint::restore: cannot read", path, err);
+      throw_io_error("Checkpoint::restore: cannot read", path, errno);
     }
     if (n == 0) break;
     data.insert(data.end(), buffer, buffer + n);
   }
-  ::close(fd);
   return data;
 }
 

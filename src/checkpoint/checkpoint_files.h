@@ -6,10 +6,16 @@
 
 #include <cstddef>
 #include <cstdint>
+#include <functional>
+#include <optional>
 #include <span>
 #include <string>
 #include <system_error>
 #include <vector>
+
+namespace distribute {
+class Strategy;
+}
 
 namespace distribute::internal {
 
@@ -39,17 +45,41 @@ std::vector<std::uint64_t> checkpoint_numbers(const std::string& directory, cons
 std::vector<std::uint64_t> listed_checkpoint_numbers(const std::string& directory, const std::string& name,
                                                      const char* method);
 
-// Writes `data` as `path` (in `directory`) atomically: a synced temporary
-// file (<directory>/.dckpt-<pid>-<k>.tmp, a name of its own: concurrent
-// writers never share one) renamed into
-// place, then the directory synced (leveldb's SetCurrentFile). With
-// `replace`, an existing file of that name is replaced; without, the rename
-// is exclusive and false is returned, nothing written, if `path` exists (a
-// concurrent writer took the name). On failure the temporary file is not
-// left, nor a new final file (one that replaced an existing file of that
-// name stays), and the error names the path.
-bool write_atomically(const std::string& directory, const std::string& path, std::span<const std::byte> data,
-                      bool replace);
+// A synced temporary file in `directory` holding `data`, to be renamed
+// into place (leveldb's SetCurrentFile): <directory>/.dckpt-<pid>-<k>.tmp,
+// a name of its own created exclusively, so concurrent writers never share
+// one. The destructor removes it unless commit() renamed it. Errors name
+// the path.
+class TemporaryFile {
+ public:
+  TemporaryFile(const std::string& directory, std::span<const std::byte> data);
+  ~TemporaryFile();
+  TemporaryFile(const TemporaryFile&) = delete;
+  TemporaryFile& operator=(const TemporaryFile&) = delete;
+
+  // Renames the file to `path` (in the directory) and syncs the directory.
+  // With `replace`, over an existing file of that name; without, the
+  // rename is exclusive and returns false, changing nothing, when `path`
+  // exists (another writer took the name: commit again under another).
+  // If the directory sync fails, a new file is taken back (one that
+  // replaced a file stays: the old one is gone either way) and it raises.
+  bool commit(const std::string& path, bool replace);
+  const std::string& name() const noexcept { return name_; }
+
+ private:
+  std::string directory_;
+  std::string name_;
+  bool committed_ = false;
+};
+
+// What latest() gives on worker 0 of `strategy`, on every worker: the same
+// file name, joined with each worker's own `directory`; worker 0's error on
+// every worker. With several workers it is a collective. Raises
+// FailedPreconditionError inside a replica function (`method` names the
+// call in errors). latest_checkpoint(directory, strategy) and
+// CheckpointManager::restore_or_initialize use it.
+std::optional<std::string> chiefs_latest(Strategy& strategy, const std::string& directory, const char* method,
+                                         const std::function<std::optional<std::string>()>& latest);
 
 // The whole file; errors name the path.
 std::vector<std::byte> read_file(const std::string& path);

@@ -137,11 +137,13 @@ std::optional<std::string> CheckpointManager::save(std::optional<std::int64_t> c
   std::string path = checkpoint_->commit(
       directory_, "CheckpointManager::save", /*create_directory=*/true,
       /*numbered=*/!checkpoint_number.has_value(),
-      [&] {
+      [&, last = std::uint64_t{0}]() mutable {
         const std::vector<std::uint64_t> existing = numbers();
         const std::uint64_t highest = existing.empty() ? 0 : existing.back();
         if (!checkpoint_number.has_value()) {
-          return internal::checkpoint_file_name(options_.checkpoint_name, highest + 1);
+          // Above the last number tried, too (a listing that lags).
+          last = std::max(highest + 1, last + 1);
+          return internal::checkpoint_file_name(options_.checkpoint_name, last);
         }
         const auto number = static_cast<std::uint64_t>(*checkpoint_number);
         if (!existing.empty() && number < highest) {
@@ -165,15 +167,12 @@ std::optional<std::string> CheckpointManager::save(std::optional<std::int64_t> c
 }
 
 std::optional<std::string> CheckpointManager::restore_or_initialize(const RestoreOptions& options) {
-  std::optional<std::string> latest = latest_checkpoint();
-  // Every worker takes the chief's answer: restoring is collective, so the
-  // workers must not split between restore and init_fn.
+  // Every worker takes the chief's answer (only the chief lists):
+  // restoring is collective, so the workers must not split between restore
+  // and init_fn, nor one leave with an error of its own listing.
   Strategy& strategy = checkpoint_->strategy_for("restore");
-  if (strategy.num_workers() > 1) {
-    const std::string chosen =
-        internal::StrategyAccess::text_from_chief(strategy, latest.value_or(""), "CheckpointManager::restore_or_initialize");
-    latest = chosen.empty() ? std::nullopt : std::optional<std::string>(chosen);
-  }
+  const std::optional<std::string> latest = internal::chiefs_latest(
+      strategy, directory_, "CheckpointManager::restore_or_initialize", [this] { return latest_checkpoint(); });
   if (latest.has_value()) {
     checkpoint_->restore(*latest, options);
     if (options_.checkpoint_interval.has_value()) last_checkpoint_step_ = options_.step_counter();

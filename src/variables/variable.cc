@@ -276,7 +276,7 @@ Tensor Variable::update(Update kind, const Tensor& value, bool read_back) {
     // replica of every worker), so that the aggregated read, which sums over
     // all workers, gives the value back. An integer value / N drops the
     // remainder (TF's truncating cast loses it): here it goes to the first
-    // replica's component (the chief's first), so the total is kept exactly
+    // replica's component (worker 0's first), so the total is kept exactly
     // (a restored counter reads what was saved).
     if (s.aggregation == VariableAggregation::SUM) {
       const std::int64_t n = s.strategy->num_replicas_in_sync();
@@ -287,7 +287,7 @@ Tensor Variable::update(Update kind, const Tensor& value, bool read_back) {
         auto [share, first] = dtype() == DType::kInt32 ? split_exactly<std::int32_t>(value, n)
                                                        : split_exactly<std::int64_t>(value, n);
         for (State::Component& c : s.components) c.value = share;
-        if (s.strategy->is_chief()) s.components[0].value = first;
+        if (s.strategy->worker_index() == 0) s.components[0].value = first;
       }
     } else {
       for (State::Component& c : s.components) c.value = apply(c.value, value);

@@ -19,6 +19,7 @@
 #include <string>
 #include <vector>
 
+#include "checkpoint/checkpoint_files.h"
 #include "core/crc32c.h"
 #include "distribute/distribute.h"
 #include "testing/helpers.h"
@@ -474,7 +475,6 @@ TEST_F(CheckpointTest, FailedCreateOfTheTemporaryFileRaisesAndChangesNothing) {
   ckpt.track("step", &step);
   EXPECT_THAT(message_of<FailedPreconditionError>([&] { ckpt.save("/sys"); }),
               AllOf(HasSubstr("cannot create a temporary file"), HasSubstr("'/sys/.dckpt-")));
-  EXPECT_EQ(latest_checkpoint("/sys"), std::nullopt);
 }
 
 // Temporary files are created exclusively: another writer's (here, files
@@ -486,7 +486,9 @@ TEST_F(CheckpointTest, AnotherWritersTemporaryFilesAreLeftAlone) {
   ckpt.track("step", &step);
   ckpt.save(dir_);
   std::vector<std::string> others;
-  for (int k = 0; k < 200; ++k) {
+  // (Names this process uses next when its counter is below 500: always
+  // under CTest, one process per test; the retry gives up after 1,000.)
+  for (int k = 0; k < 500; ++k) {
     others.push_back(".dckpt-" + std::to_string(::getpid()) + "-" + std::to_string(k) + ".tmp");
     write_bytes(path(others.back()), {'x', 'y'});
   }
@@ -574,6 +576,32 @@ TEST_F(CheckpointTest, LatestCheckpointOfAnUnlistableDirectoryRaises) {
   EXPECT_EQ(latest_checkpoint(dir_, two), std::nullopt);
   ckpt.save(dir_);
   EXPECT_EQ(latest_checkpoint(dir_, two), path("ckpt-1.dckpt"));
+  // A collective over workers: not from inside a replica function.
+  EXPECT_THAT(message_of<FailedPreconditionError>([&] { two.run([&] { latest_checkpoint(dir_, two); }); }),
+              HasSubstr("latest_checkpoint: called inside a replica function"));
+}
+
+// The temporary file: renamed without replacing (false, nothing changed,
+// when the name is taken), again under another name, or over a file;
+// removed when never renamed.
+TEST_F(CheckpointTest, ATemporaryFileRenamesExclusivelyOrReplaces) {
+  const std::vector<std::byte> data{std::byte{1}, std::byte{2}, std::byte{3}};
+  write_bytes(path("taken"), {'x'});
+  {
+    internal::TemporaryFile file(dir_, data);
+    EXPECT_EQ(files_in(dir_), (std::vector<std::string>{fs::path(file.name()).filename().string(), "taken"}));
+    EXPECT_FALSE(file.commit(path("taken"), /*replace=*/false));
+    EXPECT_EQ(read_bytes(path("taken")), std::vector<char>{'x'});
+    EXPECT_TRUE(file.commit(path("free"), /*replace=*/false));
+  }
+  EXPECT_EQ(read_bytes(path("free")), (std::vector<char>{1, 2, 3}));
+  {
+    internal::TemporaryFile file(dir_, data);
+    EXPECT_TRUE(file.commit(path("taken"), /*replace=*/true));
+  }
+  EXPECT_EQ(read_bytes(path("taken")), (std::vector<char>{1, 2, 3}));
+  { internal::TemporaryFile never_renamed(dir_, data); }
+  EXPECT_EQ(files_in(dir_), (std::vector<std::string>{"free", "taken"}));
 }
 
 // Names are stored with a 32-bit length but read back only up to 64 KiB:

@@ -408,8 +408,10 @@ TEST(LocalWorkers, LatestCheckpointOfTheStrategyIsTheChiefs) {
     std::lock_guard<std::mutex> lock(mutex);
     found[w] = latest;
   }));
+  // The chief's file name, in each worker's own directory (a shared file
+  // system may be mounted elsewhere on another host).
   EXPECT_EQ(found[0], std::optional<std::string>(dir / "0/ckpt-1.dckpt"));
-  EXPECT_EQ(found[1], found[0]);
+  EXPECT_EQ(found[1], std::optional<std::string>(dir / "1/ckpt-1.dckpt"));
   // No checkpoint on the chief: none on every worker.
   std::filesystem::create_directories(dir / "empty");
   expect_all_returned(run_workers(2, 1, [&](int w, MultiWorkerMirroredStrategy& s) {
@@ -423,6 +425,22 @@ TEST(LocalWorkers, LatestCheckpointOfTheStrategyIsTheChiefs) {
   EXPECT_THAT(what_of(errors[0]), HasSubstr("latest_checkpoint: cannot list the directory"));
   EXPECT_TRUE(is<FailedPreconditionError>(errors[1])) << what_of(errors[1]);
   EXPECT_THAT(what_of(errors[1]), HasSubstr("the chief (worker 0) could not find the latest checkpoint: "));
+  // The same in CheckpointManager::restore_or_initialize: only the chief
+  // lists, and its error reaches every worker at once (before, every worker
+  // listed, and one whose listing raised left the others in the collective).
+  const auto manager_errors = run_workers(2, 1, [&](int w, MultiWorkerMirroredStrategy& s) {
+    StrategyScope scope = s.scope();
+    std::int64_t mine = 0;
+    Checkpoint tracked;
+    tracked.track("step", &mine);
+    CheckpointManager manager(tracked, w == 0 ? dir / "0/ckpt-1.dckpt" : dir / "1");
+    manager.restore_or_initialize();
+  });
+  EXPECT_TRUE(is<FailedPreconditionError>(manager_errors[0])) << what_of(manager_errors[0]);
+  EXPECT_THAT(what_of(manager_errors[0]), HasSubstr("CheckpointManager: cannot list the directory"));
+  EXPECT_TRUE(is<FailedPreconditionError>(manager_errors[1])) << what_of(manager_errors[1]);
+  EXPECT_THAT(what_of(manager_errors[1]),
+              HasSubstr("CheckpointManager::restore_or_initialize: the chief (worker 0) could not find"));
 }
 
 // An integer SUM SyncOnReadVariable assigned (restored) across workers

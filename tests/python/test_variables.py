@@ -53,16 +53,27 @@ def test_checkpoint_paths_may_be_bytes_or_path_like(tmp_path):
   path = ckpt.save(as_bytes)
   assert path == str(tmp_path / "ckpt-1.dckpt")
   assert dist.latest_checkpoint(as_bytes) == path
-  assert dist.latest_checkpoint(tmp_path, s) == path  # one worker: its own listing
+  assert dist.latest_checkpoint(tmp_path, strategy=s) == path  # one worker: its own listing
   with s.scope():
     w.assign(np.array([9., 9.], np.float32))
   ckpt.restore(os.fsencode(path))
   np.testing.assert_array_equal(np.asarray(w.values[1]), [1., 2.])
   manager = dist.CheckpointManager(ckpt, as_bytes + b"/managed", max_to_keep=1)
   assert manager.save() == str(tmp_path / "managed" / "ckpt-1.dckpt")
-  assert sorted(os.listdir(tmp_path)) == ["ckpt-1.dckpt", "managed"]
+  assert sorted(os.listdir(tmp_path)) == ["ckpt-1.dckpt", "managed"]  # (before the odd name below)
   with pytest.raises(errors.InvalidArgumentError, match=r"Checkpoint.save: expected a path .* got int"):
     ckpt.save(3)
+  # A name that is not UTF-8 round-trips (os.fsdecode's surrogate escapes).
+  odd = os.fsencode(tmp_path) + b"/caf\xe9"
+  os.mkdir(odd)
+  odd_path = ckpt.save(odd)
+  assert os.fsencode(odd_path) == odd + b"/ckpt-1.dckpt"
+  assert dist.latest_checkpoint(odd) == odd_path
+  ckpt.restore(odd_path)
+  odd_manager = dist.CheckpointManager(ckpt, odd + b"/m", max_to_keep=2)
+  assert os.fsencode(odd_manager.save()) == odd + b"/m/ckpt-1.dckpt"
+  assert odd_manager.checkpoints == [odd_manager.latest_checkpoint]
+  assert os.fsencode(odd_manager.directory) == odd + b"/m"
   # A directory that cannot be listed raises; a missing one is no checkpoint.
   with pytest.raises(errors.FailedPreconditionError, match="cannot list the directory"):
     dist.latest_checkpoint(path)

@@ -391,7 +391,14 @@ class TrainingRun {
     TerminationConfig termination;
     termination.termination_watcher_fn = config_.termination_watcher;
     termination.exit_fn = [this, code = termination.exit_code] {
-      throw Preempted{latest_checkpoint(config_.checkpoint_dir).value_or(""), state_.step, code};
+      // (Only for the report: a directory that cannot be listed now
+      // reports no path rather than replacing Preempted.)
+      std::string saved;
+      try {
+        saved = latest_checkpoint(config_.checkpoint_dir).value_or("");
+      } catch (const Error&) {
+      }
+      throw Preempted{saved, state_.step, code};
     };
     StrategyScope scope = strategy_.scope();
     preemption_.emplace(checkpoint_, config_.checkpoint_dir, termination, InitialRestore::kNone);
@@ -407,9 +414,15 @@ class TrainingRun {
     // The saved epoch and seed first: the input to restore into is that
     // epoch's, and another seed is named as such (not as another pipeline).
     std::optional<std::int64_t> saved_epoch, saved_seed;
-    for (const auto& [name, value] : load_checkpoint(*latest)) {
-      if (name == "epoch" && value.num_elements() == 1) saved_epoch = value.data<std::int64_t>()[0];
-      if (name == "rng_seed" && value.num_elements() == 1) saved_seed = value.data<std::int64_t>()[0];
+    try {
+      for (const auto& [name, value] : load_checkpoint(*latest)) {
+        if (name == "epoch" && value.num_elements() == 1) saved_epoch = value.data<std::int64_t>()[0];
+        if (name == "rng_seed" && value.num_elements() == 1) saved_seed = value.data<std::int64_t>()[0];
+      }
+    } catch (const Error&) {
+      // This worker cannot read the file: the restore below raises that
+      // here and names this worker on the others. (Raising now would leave
+      // them waiting in the restore's collective until its deadline.)
     }
     if (saved_seed && static_cast<std::uint64_t>(*saved_seed) != config_.seed) {
       throw FailedPreconditionError("checkpoint " + *latest + " was written with --seed " +
