@@ -42,13 +42,20 @@ def test_an_ordinary_variable_updated_by_replicas_names_the_fix():
   assert float(counter.numpy()) == 0.0
 
 
-def test_checkpoint_paths_may_be_bytes_or_path_like(tmp_path):
-  # A bytes path names the same file as its str spelling (not the text
-  # "b'...'"), in save, restore, latest_checkpoint and CheckpointManager.
+def _two_replica_checkpoint():
+  """A MirroredStrategy of 2, a mirrored [1, 2] variable "w" and a
+  Checkpoint tracking it."""
   s = dist.MirroredStrategy(["CPU:0", "CPU:1"])
   with s.scope():
     w = dist.Variable(np.array([1., 2.], np.float32), name="w")
   ckpt = dist.Checkpoint(w=w)
+  return s, w, ckpt
+
+
+def test_checkpoint_paths_may_be_bytes_or_path_like(tmp_path):
+  # A bytes path names the same file as its str spelling (not the text
+  # "b'...'"), in save, restore, latest_checkpoint and CheckpointManager.
+  s, w, ckpt = _two_replica_checkpoint()
   as_bytes = os.fsencode(tmp_path)
   path = ckpt.save(as_bytes)
   assert path == str(tmp_path / "ckpt-1.dckpt")
@@ -81,10 +88,7 @@ def test_checkpoint_paths_may_be_bytes_or_path_like(tmp_path):
 
 
 def test_checkpoint_round_trip_and_bad_files(tmp_path):
-  s = dist.MirroredStrategy(["CPU:0", "CPU:1"])
-  with s.scope():
-    w = dist.Variable(np.array([1., 2.], np.float32), name="w")
-  ckpt = dist.Checkpoint(w=w)
+  s, w, ckpt = _two_replica_checkpoint()
   path = ckpt.save(tmp_path)
   assert dist.latest_checkpoint(tmp_path) == path
   with s.scope():
