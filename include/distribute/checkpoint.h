@@ -38,8 +38,9 @@
 //
 // Multi-worker (MultiWorkerMirroredStrategy): every worker calls save() and
 // restore() with the same tracked names in the same order (reading a
-// SyncOnReadVariable is a collective). Only the chief writes; save() returns
-// on every worker once the chief has committed the file (or raises the
+// SyncOnReadVariable is a collective). Only the chief (worker 0) writes;
+// save() returns on every worker once the chief has committed the file,
+// with its name joined with that worker's own `directory` (or raises the
 // chief's error on every worker). Every worker reads the file at restore()
 // (a shared file system, as with TF); if any worker's checks fail, every
 // worker raises and no worker changes its state. With one worker nothing
@@ -231,12 +232,16 @@ class Checkpoint {
 // over it would otherwise start again from scratch.
 std::optional<std::string> latest_checkpoint(const std::string& directory);
 
-// The chief's latest_checkpoint(directory), on every worker of `strategy`:
-// what a multi-worker job restores, since each worker's own listing may
-// name another file (a listing that lags on a network file system, a
-// directory that is not shared). With several workers it is a collective:
-// every worker calls it; the chief's error (a directory it cannot list) is
-// raised on every worker. With one worker it is latest_checkpoint().
+// The chief's (worker 0's) latest_checkpoint(directory), on every worker
+// of `strategy`: what a multi-worker job restores, since each worker's own
+// listing may name another file (a listing that lags on a network file
+// system, a directory that is not shared). Only worker 0 lists; every
+// worker gets that file's name joined with its own `directory` (the file
+// must be there: a shared file system, mounted anywhere). With several
+// workers it is a collective: every worker calls it; worker 0's error (a
+// directory it cannot list) is raised on every worker. Inside a replica
+// function: FailedPreconditionError. With one worker it is
+// latest_checkpoint().
 std::optional<std::string> latest_checkpoint(const std::string& directory, Strategy& strategy);
 
 // Every entry of the checkpoint file at `path`, in the order they were

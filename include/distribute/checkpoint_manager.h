@@ -79,8 +79,11 @@ class CheckpointManager {
 
   // Restores the latest checkpoint if there is one and returns its path
   // (the step counter's value then counts as the last save's); else calls
-  // init_fn (if set) and returns std::nullopt. With several workers the
-  // chief's listing decides for every worker. Checkpoint::restore's errors.
+  // init_fn (if set) and returns std::nullopt. With several workers only
+  // the chief (worker 0) lists, and every worker restores that file's name
+  // in its own directory (latest_checkpoint(directory, strategy)); the
+  // chief's listing error is raised on every worker. Checkpoint::restore's
+  // errors.
   std::optional<std::string> restore_or_initialize(const RestoreOptions& options = {});
 
   // The latest checkpoint of this name in the directory, if any (none

@@ -256,12 +256,13 @@ std::string Checkpoint::commit(const std::string& directory, const char* method,
   }
   const std::vector<std::byte> bytes = encode(values);
 
-  // The chief (the only worker, usually) writes.
+  // Worker 0, the chief (the only worker, usually), writes. (Not
+  // is_chief(): every evaluator task is a chief of its own.)
   std::string path;
   std::exception_ptr failure;
   ErrorCode code = ErrorCode::kUnknown;
   std::string message;
-  if (strategy.is_chief()) {
+  if (strategy.worker_index() == 0) {
     try {
       if (create_directory) {
         std::error_code ec;
@@ -313,19 +314,20 @@ std::string Checkpoint::commit(const std::string& directory, const char* method,
     }
   }
   if (strategy.num_workers() > 1) {
-    // Every worker returns after the chief's commit, with its path, or
-    // raises the chief's error.
+    // Every worker returns after the chief's commit, with the file's path
+    // in its own `directory` (the shared file system may be mounted
+    // elsewhere on another host), or raises the chief's error.
     const Tensor status = internal::StrategyAccess::broadcast_from_chief(
         strategy, Tensor(std::vector<std::int64_t>{failure ? static_cast<std::int64_t>(code) : 0}, Shape{1}));
     const auto s = status.data<std::int64_t>();
-    // The chief's error message, or the path it wrote, as text.
-    const std::string text =
-        internal::StrategyAccess::text_from_chief(strategy, failure ? message : path, "checkpoint save");
+    // The chief's error message, or the name of the file it wrote, as text.
+    const std::string text = internal::StrategyAccess::text_from_chief(
+        strategy, failure ? message : fs::path(path).filename().string(), "checkpoint save");
     if (s[0] != 0) {
       if (failure) std::rethrow_exception(failure);
       throw_error(static_cast<ErrorCode>(s[0]), "the chief (worker 0) could not save the checkpoint: " + text);
     }
-    path = text;
+    if (strategy.worker_index() != 0) path = join(directory, text);
   }
   if (failure) std::rethrow_exception(failure);
   return path;

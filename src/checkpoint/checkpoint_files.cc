@@ -165,7 +165,10 @@ int rename_exclusive(const std::string& from, const std::string& to) {
 
 TemporaryFile::TemporaryFile(const std::string& directory, std::span<const std::byte> data) : directory_(directory) {
   const int fd = create_temporary(directory, name_);
-  if (fd < 0) throw_io_error("Checkpoint::save: cannot create a temporary file", name_, errno);
+  if (fd < 0) {
+    const int err = errno;
+    throw_io_error("Checkpoint::save: cannot create a temporary file", name_, err);
+  }
   try {
     write_all(fd, data);
     if (::fsync(fd) != 0) throw std::system_error(errno, std::generic_category());
@@ -190,12 +193,17 @@ bool TemporaryFile::commit(const std::string& path, bool replace) {
   if (replace) {
     overwrites = ::access(path.c_str(), F_OK) == 0;
     if (::rename(name_.c_str(), path.c_str()) != 0) {
-      throw_io_error("Checkpoint::save: cannot rename " + quote_name(name_) + " to", path, errno);
+      const int err = errno;
+      throw_io_error("Checkpoint::save: cannot rename " + quote_name(name_) + " to", path, err);
     }
   } else {
     const int renamed = rename_exclusive(name_, path);
     if (renamed == 0) return false;
-    if (renamed < 0) throw_io_error("Checkpoint::save: cannot rename " + quote_name(name_) + " to", path, errno);
+    if (renamed < 0) {
+      const int err = errno;
+      throw_io_error("Checkpoint::save: cannot rename " + quote_name(name_) + " to", path, err);
+    }
+    ::unlink(name_.c_str());  // left by the link() fallback if its unlink failed; gone otherwise
   }
   committed_ = true;
   try {
@@ -214,13 +222,19 @@ std::vector<std::byte> read_file(const std::string& path) {
   // O_NONBLOCK: a FIFO (or a device) named by mistake must raise, not
   // block the open until a writer appears; only regular files are read.
   const int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC | O_NONBLOCK);
-  if (fd < 0) throw_io_error("Checkpoint::restore: cannot open", path, errno);
+  if (fd < 0) {
+    const int err = errno;
+    throw_io_error("Checkpoint::restore: cannot open", path, err);
+  }
   struct Closer {
     int fd;
     ~Closer() { ::close(fd); }
   } closer{fd};
   struct stat st {};
-  if (::fstat(fd, &st) != 0) throw_io_error("Checkpoint::restore: cannot open", path, errno);
+  if (::fstat(fd, &st) != 0) {
+    const int err = errno;
+    throw_io_error("Checkpoint::restore: cannot open", path, err);
+  }
   if (!S_ISREG(st.st_mode)) {
     throw FailedPreconditionError("Checkpoint::restore: expected a regular file, got " +
                                   std::string(S_ISDIR(st.st_mode) ? "a directory" : "a special file (FIFO, socket or device)") +
@@ -232,8 +246,9 @@ std::vector<std::byte> read_file(const std::string& path) {
   for (;;) {
     const ssize_t n = ::read(fd, buffer, sizeof(buffer));
     if (n < 0) {
-      if (errno == EINTR) continue;
-      throw_io_error("Checkpoint::restore: cannot read", path, errno);
+      const int err = errno;
+      if (err == EINTR) continue;
+      throw_io_error("Checkpoint::restore: cannot read", path, err);
     }
     if (n == 0) break;
     data.insert(data.end(), buffer, buffer + n);

@@ -467,7 +467,7 @@ TEST_F(CheckpointTest, UnwritableOrMissingDirectoryRaisesAndLeavesNothing) {
   EXPECT_EQ(latest_checkpoint(dir_), std::nullopt);
 }
 
-TEST_F(CheckpointTest, FailedCreateOfTheTemporaryFileRaisesAndChangesNothing) {
+TEST_F(CheckpointTest, FailedCreateOfTheTemporaryFileRaises) {
   // A directory in which nobody, root included, may create a file.
   if (!fs::is_directory("/sys")) GTEST_SKIP() << "no /sys";
   std::int64_t step = 1;
@@ -478,18 +478,24 @@ TEST_F(CheckpointTest, FailedCreateOfTheTemporaryFileRaisesAndChangesNothing) {
 }
 
 // Temporary files are created exclusively: another writer's (here, files
-// named as this process would name its own, as a crashed process with the
+// named as this process names its next ones, as a crashed process with the
 // same id would have left them) are neither written into nor removed.
 TEST_F(CheckpointTest, AnotherWritersTemporaryFilesAreLeftAlone) {
   std::int64_t step = 1;
   Checkpoint ckpt;
   ckpt.track("step", &step);
   ckpt.save(dir_);
+  // This process's counter, from the name of a temporary file of its own.
+  std::uint64_t k = 0;
+  {
+    internal::TemporaryFile probe(dir_, {});
+    const std::string name = fs::path(probe.name()).filename().string();  // .dckpt-<pid>-<k>.tmp
+    const std::size_t dash = name.rfind('-');
+    k = std::stoull(name.substr(dash + 1, name.size() - dash - 1 - 4));
+  }
   std::vector<std::string> others;
-  // (Names this process uses next when its counter is below 500: always
-  // under CTest, one process per test; the retry gives up after 1,000.)
-  for (int k = 0; k < 500; ++k) {
-    others.push_back(".dckpt-" + std::to_string(::getpid()) + "-" + std::to_string(k) + ".tmp");
+  for (std::uint64_t next = k + 1; next <= k + 500; ++next) {  // the retry gives up after 1,000
+    others.push_back(".dckpt-" + std::to_string(::getpid()) + "-" + std::to_string(next) + ".tmp");
     write_bytes(path(others.back()), {'x', 'y'});
   }
   step = 2;

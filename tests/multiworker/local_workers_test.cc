@@ -412,6 +412,29 @@ TEST(LocalWorkers, LatestCheckpointOfTheStrategyIsTheChiefs) {
   // system may be mounted elsewhere on another host).
   EXPECT_EQ(found[0], std::optional<std::string>(dir / "0/ckpt-1.dckpt"));
   EXPECT_EQ(found[1], std::optional<std::string>(dir / "1/ckpt-1.dckpt"));
+  // save() and restore_or_initialize() give every worker the chief's file
+  // in the worker's own spelling of the directory.
+  std::map<int, std::string> saved;
+  std::map<int, std::optional<std::string>> restored;
+  expect_all_returned(run_workers(2, 1, [&](int w, MultiWorkerMirroredStrategy& s) {
+    StrategyScope scope = s.scope();
+    const std::string mine = w == 0 ? dir / "0" : dir / "./0";
+    std::int64_t value = 7;
+    Checkpoint tracked;
+    tracked.track("step", &value);
+    const std::string path = tracked.save(mine);
+    value = 0;
+    CheckpointManager manager(tracked, mine, {.checkpoint_name = "ckpt"});
+    const std::optional<std::string> from = manager.restore_or_initialize();
+    EXPECT_EQ(value, 7) << "worker " << w;
+    std::lock_guard<std::mutex> lock(mutex);
+    saved[w] = path;
+    restored[w] = from;
+  }));
+  EXPECT_EQ(saved[0], dir / "0/ckpt-2.dckpt");
+  EXPECT_EQ(saved[1], dir / "./0/ckpt-2.dckpt");
+  EXPECT_EQ(restored[0], std::optional<std::string>(saved[0]));
+  EXPECT_EQ(restored[1], std::optional<std::string>(saved[1]));
   // No checkpoint on the chief: none on every worker.
   std::filesystem::create_directories(dir / "empty");
   expect_all_returned(run_workers(2, 1, [&](int w, MultiWorkerMirroredStrategy& s) {

@@ -61,6 +61,8 @@ def test_checkpoint_paths_may_be_bytes_or_path_like(tmp_path):
   assert path == str(tmp_path / "ckpt-1.dckpt")
   assert dist.latest_checkpoint(as_bytes) == path
   assert dist.latest_checkpoint(tmp_path, strategy=s) == path  # one worker: its own listing
+  with pytest.raises(TypeError):  # TF's second argument is latest_filename: not taken for a strategy
+    dist.latest_checkpoint(tmp_path, s)
   with s.scope():
     w.assign(np.array([9., 9.], np.float32))
   ckpt.restore(os.fsencode(path))
