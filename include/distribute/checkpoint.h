@@ -209,10 +209,12 @@ class Checkpoint {
   // What restore() compares over the workers: the bytes each one read.
   struct FileIdentity {
     std::uint64_t size = 0;
-    std::uint64_t hash = 0;  // FNV-1a of the bytes
+    std::uint64_t hash = 0;  // internal::fnv1a_words of the bytes
   };
+  // `identity`, when given, receives the file's (computed only then: a
+  // pass over every byte, which one worker alone has no use for).
   std::vector<Tensor> read_tracked(const std::string& path, const RestoreOptions& options,
-                                   FileIdentity& identity) const;
+                                   FileIdentity* identity) const;
   void check_pipelines(Strategy& strategy, const std::string& path, const std::vector<Tensor>& restored) const;
   std::vector<std::optional<DistributedIterator>> replay_iterators(const std::string& path,
                                                                    const std::vector<Tensor>& restored) const;

@@ -163,12 +163,6 @@ internal::IteratorPosition position_of(const Tensor& t) {
   return p;
 }
 
-std::string hex64(std::uint64_t v) {
-  char text[19];
-  std::snprintf(text, sizeof(text), "0x%016llx", static_cast<unsigned long long>(v));
-  return text;
-}
-
 }  // namespace
 
 bool Checkpoint::untrack(const std::string& name) {
@@ -256,107 +250,73 @@ std::string Checkpoint::commit(const std::string& directory, const char* method,
   }
   const std::vector<std::byte> bytes = encode(values);
 
-  // Worker 0, the chief (the only worker, usually), writes. (Not
-  // is_chief(): every evaluator task is a chief of its own.)
-  std::string path;
-  std::exception_ptr failure;
-  ErrorCode code = ErrorCode::kUnknown;
-  std::string message;
-  if (strategy.worker_index() == 0) {
-    try {
-      if (create_directory) {
-        std::error_code ec;
-        fs::create_directories(directory, ec);
-        if (ec) throw_io_error(std::string(method) + ": cannot create the directory", directory, ec.value());
-      }
-      struct stat st {};
-      if (::stat(directory.c_str(), &st) != 0) throw_io_error(std::string(method) + ": directory", directory, errno);
-      if (!S_ISDIR(st.st_mode)) throw_io_error(std::string(method) + ": directory", directory, ENOTDIR);
-      std::error_code ignored;
-      bool overwrites = false;
-      internal::TemporaryFile file(directory, bytes);
-      if (numbered) {
-        // Another writer (a thread, a process) may take the same new number
-        // first: then the next one (file_name() lists again and never
-        // repeats a number), renaming the same file.
-        constexpr int kAttempts = 100;
-        for (int attempt = 1;; ++attempt) {
+  // Worker 0, the chief (the only worker, usually), writes; every worker
+  // returns after its commit, or raises its error. (Not is_chief(): every
+  // evaluator task is a chief of its own.)
+  const std::optional<std::string> written = internal::from_worker_zero(
+      strategy, directory, method, "the chief (worker 0) could not save the checkpoint",
+      [&]() -> std::optional<std::string> {
+        if (create_directory) {
+          std::error_code ec;
+          fs::create_directories(directory, ec);
+          if (ec) throw_io_error(std::string(method) + ": cannot create the directory", directory, ec.value());
+        }
+        struct stat st {};
+        if (::stat(directory.c_str(), &st) != 0) throw_io_error(std::string(method) + ": directory", directory, errno);
+        if (!S_ISDIR(st.st_mode)) throw_io_error(std::string(method) + ": directory", directory, ENOTDIR);
+        std::error_code ignored;
+        bool overwrites = false;
+        std::string path;
+        internal::TemporaryFile file(directory, bytes);
+        if (numbered) {
+          // Another writer (a thread, a process) may take the same new
+          // number first: then the next one (file_name() never repeats a
+          // number), renaming the same file.
+          constexpr int kAttempts = 100;
+          for (int attempt = 1;; ++attempt) {
+            path = join(directory, file_name());
+            if (file.commit(path, /*replace=*/false)) break;
+            if (attempt == kAttempts) {
+              throw AbortedError(std::string(method) + ": another writer took each new checkpoint number first, " +
+                                 std::to_string(kAttempts) + " times in a row (the last " + quote_name(path) +
+                                 "); nothing was written");
+            }
+          }
+        } else {
           path = join(directory, file_name());
-          if (file.commit(path, /*replace=*/false)) break;
-          if (attempt == kAttempts) {
-            throw AbortedError(std::string(method) + ": another writer took each new checkpoint number first, " +
-                               std::to_string(kAttempts) + " times in a row (the last " + quote_name(path) +
-                               "); nothing was written");
+          overwrites = fs::exists(path, ignored);
+          file.commit(path, /*replace=*/true);
+        }
+        if (after_commit) {
+          try {
+            after_commit(path);
+          } catch (...) {
+            // A new file is taken back; one that replaced an older file of
+            // the same name stays (the older one is gone either way).
+            if (!overwrites) fs::remove(path, ignored);
+            throw;
           }
         }
-      } else {
-        path = join(directory, file_name());
-        overwrites = fs::exists(path, ignored);
-        file.commit(path, /*replace=*/true);
-      }
-      if (after_commit) {
-        try {
-          after_commit(path);
-        } catch (...) {
-          // A new file is taken back; one that replaced an older file of
-          // the same name stays (the older one is gone either way).
-          if (!overwrites) fs::remove(path, ignored);
-          throw;
-        }
-      }
-    } catch (const Error& e) {
-      failure = std::current_exception();
-      code = e.code();
-      message = e.message();
-    } catch (const std::exception& e) {
-      failure = std::current_exception();
-      message = e.what();
-    }
-  }
-  if (strategy.num_workers() > 1) {
-    // Every worker returns after the chief's commit, with the file's path
-    // in its own `directory` (the shared file system may be mounted
-    // elsewhere on another host), or raises the chief's error.
-    const Tensor status = internal::StrategyAccess::broadcast_from_chief(
-        strategy, Tensor(std::vector<std::int64_t>{failure ? static_cast<std::int64_t>(code) : 0}, Shape{1}));
-    const auto s = status.data<std::int64_t>();
-    // The chief's error message, or the name of the file it wrote, as text.
-    const std::string text = internal::StrategyAccess::text_from_chief(
-        strategy, failure ? message : fs::path(path).filename().string(), "checkpoint save");
-    if (s[0] != 0) {
-      if (failure) std::rethrow_exception(failure);
-      throw_error(static_cast<ErrorCode>(s[0]), "the chief (worker 0) could not save the checkpoint: " + text);
-    }
-    if (strategy.worker_index() != 0) path = join(directory, text);
-  }
-  if (failure) std::rethrow_exception(failure);
-  return path;
+        return path;
+      });
+  return written.value();
 }
 
 std::string Checkpoint::save(const std::string& directory) {
-  return commit(
-      directory, "Checkpoint::save", /*create_directory=*/false, /*numbered=*/true,
-      [&, last = std::uint64_t{0}]() mutable {
-        std::error_code ec;
-        const std::vector<std::uint64_t> existing = checkpoint_numbers(directory, kName, ec);
-        if (ec) throw_io_error("Checkpoint::save: cannot list the directory", directory, ec.value());
-        // Above the last number tried, too: a listing that lags (a network
-        // file system) must not name a taken number again.
-        last = std::max(existing.empty() ? 1 : existing.back() + 1, last + 1);
-        return checkpoint_file_name(kName, last);
-      },
-      [&](const std::string&) {
-        // Keep the newest max_to_keep (the one just written included). A
-        // file that cannot be removed stays; the save itself succeeded.
-        if (!options_.max_to_keep.has_value()) return;
-        std::error_code ec;
-        std::vector<std::uint64_t> kept = checkpoint_numbers(directory, kName, ec);
-        const auto keep = static_cast<std::size_t>(*options_.max_to_keep);
-        for (std::size_t i = 0; !ec && i + keep < kept.size(); ++i) {
-          std::error_code ignored;
-          fs::remove(join(directory, checkpoint_file_name(kName, kept[i])), ignored);
-        }
-      });
+  // Keep the newest max_to_keep (the one just written included). A file
+  // that cannot be removed stays; the save itself succeeded.
+  auto keep_newest = [&](const std::string&) {
+    if (!options_.max_to_keep.has_value()) return;
+    std::error_code ec;
+    std::vector<std::uint64_t> kept = checkpoint_numbers(directory, kName, ec);
+    const auto keep = static_cast<std::size_t>(*options_.max_to_keep);
+    for (std::size_t i = 0; !ec && i + keep < kept.size(); ++i) {
+      std::error_code ignored;
+      fs::remove(join(directory, checkpoint_file_name(kName, kept[i])), ignored);
+    }
+  };
+  return commit(directory, "Checkpoint::save", /*create_directory=*/false, /*numbered=*/true,
+                internal::NumberedNames(directory, kName, "Checkpoint::save"), keep_newest);
 }
 
 std::string Checkpoint::write(const std::string& path) {
@@ -386,7 +346,7 @@ void Checkpoint::restore(const std::string& path, const RestoreOptions& options)
   std::exception_ptr failure;
   FileIdentity file;
   try {
-    restored = read_tracked(path, options, file);
+    restored = read_tracked(path, options, strategy.num_workers() > 1 ? &file : nullptr);
   } catch (...) {
     failure = std::current_exception();
   }
@@ -419,7 +379,7 @@ void Checkpoint::restore(const std::string& path, const RestoreOptions& options)
     for (std::size_t w = 0; w < count; ++w) {
       same = same && v[3 * w + 1] == v[1] && v[3 * w + 2] == v[2];
       read += (w == 0 ? "" : "; ") + std::string("worker ") + std::to_string(w) + ": " + std::to_string(v[3 * w + 1]) +
-              " bytes, FNV-1a " + hex64(std::bit_cast<std::uint64_t>(v[3 * w + 2]));
+              " bytes, FNV-1a " + internal::hex(std::bit_cast<std::uint64_t>(v[3 * w + 2]));
     }
     if (!same) {
       throw FailedPreconditionError("Checkpoint::restore(" + path +
@@ -458,15 +418,18 @@ void Checkpoint::restore(const std::string& path, const RestoreOptions& options)
 }
 
 std::vector<Tensor> Checkpoint::read_tracked(const std::string& path, const RestoreOptions& options,
-                                             FileIdentity& identity) const {
+                                             FileIdentity* identity) const {
   std::vector<Tensor> restored(entries_.size());
   const std::vector<std::byte> file = read_file(path);
-  // (FNV-1a, fixed by its definition on every worker, whatever its build.
-  // Not a CRC32C of the file: the file ends with its last entry's CRC32C,
-  // and a CRC of bytes followed by their own CRC is the same constant for
-  // any bytes.)
-  identity = {.size = file.size(),
-              .hash = internal::fnv1a(std::string_view(reinterpret_cast<const char*>(file.data()), file.size()))};
+  // (FNV-1a, over 8-byte words: the same on every worker, whatever its
+  // build. Not a CRC32C of the file: the file ends with its last entry's
+  // CRC32C, and a CRC of bytes followed by their own CRC is the same
+  // constant for any bytes.)
+  if (identity != nullptr) {
+    *identity = {
+        .size = file.size(),
+        .hash = internal::fnv1a_words(std::string_view(reinterpret_cast<const char*>(file.data()), file.size()))};
+  }
   std::vector<NamedTensor> saved = decode(file, path);
   std::map<std::string, Tensor> by_name;
   for (NamedTensor& e : saved) by_name.emplace(std::move(e.name), std::move(e.value));
@@ -645,37 +608,40 @@ std::optional<std::string> chiefs_latest(Strategy& strategy, const std::string& 
                                   mode->strategy->to_string() +
                                   "; call it in cross-replica context (outside strategy.run)");
   }
-  if (strategy.num_workers() <= 1) return latest();
-  // Worker 0 lists; its outcome, then the file's name (or its error) as
-  // text. Every worker joins the name with its own `directory` (the shared
-  // file system may be mounted elsewhere on another host).
+  return from_worker_zero(strategy, directory, method,
+                          std::string(method) + ": the chief (worker 0) could not find the latest checkpoint", latest);
+}
+
+std::optional<std::string> from_worker_zero(Strategy& strategy, const std::string& directory, const char* method,
+                                            const std::string& failed,
+                                            const std::function<std::optional<std::string>()>& chief) {
+  if (strategy.num_workers() <= 1) return chief();
   std::optional<std::string> path;
   std::exception_ptr failure;
-  std::int64_t code = 0;  // worker 0's ErrorCode, 0 when it listed the directory
+  std::int64_t code = 0;  // worker 0's ErrorCode, 0 when `chief` returned
   std::string message;
   if (strategy.worker_index() == 0) {
     try {
-      path = latest();
+      path = chief();
     } catch (const Error& e) {
       failure = std::current_exception();
       code = static_cast<std::int64_t>(e.code());
       message = e.message();
-    } catch (const std::exception& e) {
+    } catch (...) {
       failure = std::current_exception();
       code = static_cast<std::int64_t>(ErrorCode::kUnknown);
-      message = e.what();
+      message = what_of(failure);
     }
   }
+  // Worker 0's outcome, then the file's name (or its error) as text.
   const Tensor status = StrategyAccess::broadcast_from_chief(
       strategy, Tensor(std::vector<std::int64_t>{code, path ? 1 : 0}, Shape{2}));
   const std::string text = StrategyAccess::text_from_chief(
       strategy, failure ? message : fs::path(path.value_or("")).filename().string(), method);
   if (failure) std::rethrow_exception(failure);
   const auto s = status.data<std::int64_t>();
-  if (s[0] != 0) {
-    throw_error(static_cast<ErrorCode>(s[0]),
-                std::string(method) + ": the chief (worker 0) could not find the latest checkpoint: " + text);
-  }
+  if (s[0] != 0) throw_error(static_cast<ErrorCode>(s[0]), failed + ": " + text);
+  if (strategy.worker_index() == 0) return path;
   if (s[1] == 0) return std::nullopt;
   return join(directory, text);
 }

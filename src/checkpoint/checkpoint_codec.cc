@@ -61,12 +61,6 @@ std::optional<DType> dtype_from_code(std::uint32_t code) {
   }
 }
 
-std::string hex32(std::uint32_t v) {
-  char buf[11] = {'0', 'x'};
-  const auto r = std::to_chars(buf + 2, buf + sizeof(buf), v, 16);
-  return std::string(buf, r.ptr);
-}
-
 // ---- Little-endian encoding ----
 class Writer {
  public:
@@ -180,8 +174,8 @@ std::uint32_t check_header(std::span<const std::byte> file, const std::string& w
   const auto stored_header_crc = static_cast<std::uint32_t>(load_le(file.data() + kHeaderCrcOffset, 4));
   const std::uint32_t header_crc = internal::crc32c(file.first(kHeaderCrcOffset));
   if (stored_header_crc != header_crc) {
-    throw DataLossError(where + "the header is corrupted: CRC32C " + hex32(header_crc) + " of its bytes, stored " +
-                        hex32(stored_header_crc));
+    throw DataLossError(where + "the header is corrupted: CRC32C " + hex(header_crc) + " of its bytes, stored " +
+                        hex(stored_header_crc));
   }
   const std::uint64_t length = load_le(file.data() + 16, 8);
   if (length != file.size()) {
@@ -229,8 +223,8 @@ RawEntry read_raw_entry(Reader& in, const std::string& where, std::uint32_t inde
   const std::uint32_t stored_crc = in.u32("CRC32C", raw.named);
   const std::uint32_t crc = internal::crc32c(in.span(start, end));
   if (crc != stored_crc) {
-    throw DataLossError(where + raw.named + " is corrupted: CRC32C " + hex32(crc) + " of its bytes, stored " +
-                        hex32(stored_crc));
+    throw DataLossError(where + raw.named + " is corrupted: CRC32C " + hex(crc) + " of its bytes, stored " +
+                        hex(stored_crc));
   }
   return raw;
 }

@@ -123,6 +123,12 @@ std::vector<std::uint64_t> listed_checkpoint_numbers(const std::string& director
   return numbers;
 }
 
+std::string NumberedNames::operator()() {
+  const std::vector<std::uint64_t> listed = listed_checkpoint_numbers(directory_, name_, method_);
+  last_ = std::max((listed.empty() ? 0 : listed.back()) + 1, last_ + 1);
+  return checkpoint_file_name(name_, last_);
+}
+
 namespace {
 
 // Creates a temporary file in `directory` under a name no other writer

@@ -11,6 +11,7 @@
 #include <span>
 #include <string>
 #include <system_error>
+#include <utility>
 #include <vector>
 
 namespace distribute {
@@ -45,6 +46,25 @@ std::vector<std::uint64_t> checkpoint_numbers(const std::string& directory, cons
 std::vector<std::uint64_t> listed_checkpoint_numbers(const std::string& directory, const std::string& name,
                                                      const char* method);
 
+// The file names of a numbered save, one per call (one per attempt: another
+// writer may take a number first): "<name>-<N>.dckpt" with N above every
+// number listed in `directory` and above every number this object gave
+// before (a listing that lags, on a network file system, must not name a
+// taken number again). A missing directory lists as empty; other listing
+// errors raise, `method` naming the call.
+class NumberedNames {
+ public:
+  NumberedNames(std::string directory, std::string name, const char* method)
+      : directory_(std::move(directory)), name_(std::move(name)), method_(method) {}
+  std::string operator()();
+
+ private:
+  std::string directory_;
+  std::string name_;
+  const char* method_;
+  std::uint64_t last_ = 0;
+};
+
 // A synced temporary file in `directory` holding `data`, to be renamed
 // into place (leveldb's SetCurrentFile): <directory>/.dckpt-<pid>-<k>.tmp,
 // a name of its own created exclusively, so concurrent writers never share
@@ -72,11 +92,21 @@ class TemporaryFile {
   bool committed_ = false;
 };
 
-// What latest() gives on worker 0 of `strategy`, on every worker: the same
-// file name, joined with each worker's own `directory`; worker 0's error on
-// every worker. With several workers it is a collective. Raises
-// FailedPreconditionError inside a replica function (`method` names the
-// call in errors). latest_checkpoint(directory, strategy) and
+// Runs `chief` on worker 0 of `strategy` only, and gives every worker its
+// outcome: the path it returned (a file in `directory`) as that file's name
+// joined with each worker's own `directory` (a shared file system may be
+// mounted elsewhere on another host), or none; or its error, which worker 0
+// rethrows and every other worker raises with the same code, as
+// "<failed>: <worker 0's message>". With one worker it is chief(); with
+// several, a collective (`method` names it in its own errors: a deadline).
+std::optional<std::string> from_worker_zero(Strategy& strategy, const std::string& directory, const char* method,
+                                            const std::string& failed,
+                                            const std::function<std::optional<std::string>()>& chief);
+
+// What latest() gives on worker 0 of `strategy`, on every worker
+// (from_worker_zero). Raises FailedPreconditionError inside a replica
+// function (`method` names the call in errors).
+// latest_checkpoint(directory, strategy) and
 // CheckpointManager::restore_or_initialize use it.
 std::optional<std::string> chiefs_latest(Strategy& strategy, const std::string& directory, const char* method,
                                          const std::function<std::optional<std::string>()>& latest);

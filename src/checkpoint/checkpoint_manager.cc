@@ -4,6 +4,7 @@
 
 #include <chrono>
 #include <filesystem>
+#include <functional>
 #include <system_error>
 #include <utility>
 
@@ -134,26 +135,24 @@ std::optional<std::string> CheckpointManager::save(std::optional<std::int64_t> c
     }
   }
   // The chief numbers, writes and deletes; every worker gets the path.
-  std::string path = checkpoint_->commit(
-      directory_, "CheckpointManager::save", /*create_directory=*/true,
-      /*numbered=*/!checkpoint_number.has_value(),
-      [&, last = std::uint64_t{0}]() mutable {
-        const std::vector<std::uint64_t> existing = numbers();
-        const std::uint64_t highest = existing.empty() ? 0 : existing.back();
-        if (!checkpoint_number.has_value()) {
-          // Above the last number tried, too (a listing that lags).
-          last = std::max(highest + 1, last + 1);
-          return internal::checkpoint_file_name(options_.checkpoint_name, last);
-        }
-        const auto number = static_cast<std::uint64_t>(*checkpoint_number);
-        if (!existing.empty() && number < highest) {
-          throw InvalidArgumentError("CheckpointManager::save: checkpoint_number " + std::to_string(number) +
-                                     " is below the latest checkpoint's, " + path_of(highest) +
-                                     ", which would stay the latest; remove the later checkpoints first");
-        }
-        return internal::checkpoint_file_name(options_.checkpoint_name, number);
-      },
-      [&](const std::string&) { sweep(); });
+  std::function<std::string()> file_name;
+  if (checkpoint_number.has_value()) {
+    file_name = [&] {
+      const std::vector<std::uint64_t> existing = numbers();
+      const auto number = static_cast<std::uint64_t>(*checkpoint_number);
+      if (!existing.empty() && number < existing.back()) {
+        throw InvalidArgumentError("CheckpointManager::save: checkpoint_number " + std::to_string(number) +
+                                   " is below the latest checkpoint's, " + path_of(existing.back()) +
+                                   ", which would stay the latest; remove the later checkpoints first");
+      }
+      return internal::checkpoint_file_name(options_.checkpoint_name, number);
+    };
+  } else {
+    file_name = internal::NumberedNames(directory_, options_.checkpoint_name, "CheckpointManager::save");
+  }
+  std::string path =
+      checkpoint_->commit(directory_, "CheckpointManager::save", /*create_directory=*/true,
+                          /*numbered=*/!checkpoint_number.has_value(), file_name, [&](const std::string&) { sweep(); });
   if (options_.checkpoint_interval.has_value()) last_checkpoint_step_ = step;
   // The other workers learn what the chief kept for good from the
   // directory, as a new manager would.

@@ -1,5 +1,7 @@
 #include "core/describe.h"
 
+#include <charconv>
+
 namespace distribute::internal {
 
 std::string describe(DType dtype, const Shape& shape) {
@@ -15,6 +17,12 @@ std::string_view utf8_prefix(std::string_view text, std::size_t max_bytes) {
   // the cut falls in, which is left out whole.
   while (end > 0 && (static_cast<unsigned char>(text[end]) & 0xC0u) == 0x80u) --end;
   return text.substr(0, end);
+}
+
+std::string hex(std::uint64_t v) {
+  char text[2 + 16] = {'0', 'x'};
+  const auto end = std::to_chars(text + 2, text + sizeof(text), v, 16).ptr;
+  return std::string(text, end);
 }
 
 std::string list_ids(const std::vector<int>& ids) {

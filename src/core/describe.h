@@ -2,6 +2,7 @@
 // replicas or workers as "[0, 2]".
 #pragma once
 
+#include <cstdint>
 #include <exception>
 #include <string>
 #include <string_view>
@@ -15,6 +16,9 @@ namespace distribute::internal {
 std::string describe(DType dtype, const Shape& shape);
 std::string describe(const Tensor& t);
 std::string list_ids(const std::vector<int>& ids);
+// "0x" and the lowercase hexadecimal digits of `v`, no leading zeros (a
+// checksum or hash in a message).
+std::string hex(std::uint64_t v);
 // What an exception says: its what(), or a note that it is not a
 // std::exception.
 std::string what_of(const std::exception_ptr& e);

@@ -610,6 +610,29 @@ TEST_F(CheckpointTest, ATemporaryFileRenamesExclusivelyOrReplaces) {
   EXPECT_EQ(files_in(dir_), (std::vector<std::string>{"free", "taken"}));
 }
 
+// A numbered save's names: above every listed number and above every name
+// given before, so a listing that lags behind a number just taken (or a
+// file removed since) never names a number twice.
+TEST_F(CheckpointTest, NumberedNamesRiseAboveTheListingAndEveryNameGiven) {
+  internal::NumberedNames fresh(path("missing"), "ckpt", "test");
+  EXPECT_EQ(fresh(), "ckpt-1.dckpt");  // a missing directory lists as empty
+  write_bytes(path("ckpt-3.dckpt"), {'x'});
+  write_bytes(path("other-7.dckpt"), {'x'});  // another name's numbers do not count
+  internal::NumberedNames next(dir_, "ckpt", "test");
+  EXPECT_EQ(next(), "ckpt-4.dckpt");
+  EXPECT_EQ(next(), "ckpt-5.dckpt");  // 4 is not listed (yet): still not given again
+  write_bytes(path("ckpt-9.dckpt"), {'x'});
+  EXPECT_EQ(next(), "ckpt-10.dckpt");
+  fs::remove(path("ckpt-9.dckpt"));
+  fs::remove(path("ckpt-3.dckpt"));
+  EXPECT_EQ(next(), "ckpt-11.dckpt");
+  // A directory that cannot be listed raises, naming the call.
+  internal::NumberedNames not_a_directory(path("ckpt-10.dckpt.file"), "ckpt", "Checkpoint::save");
+  write_bytes(path("ckpt-10.dckpt.file"), {'x'});
+  EXPECT_THAT(message_of<FailedPreconditionError>([&] { not_a_directory(); }),
+              HasSubstr("Checkpoint::save: cannot list the directory"));
+}
+
 // Names are stored with a 32-bit length but read back only up to 64 KiB:
 // a longer one is refused when tracked, not found unreadable at restore.
 TEST_F(CheckpointTest, ANameLongerThanTheFormatAllowsIsRefusedAtTrack) {

@@ -6,6 +6,7 @@
 #include <gtest/gtest.h>
 
 #include <cstdint>
+#include <string>
 
 namespace distribute::internal {
 namespace {
@@ -27,6 +28,28 @@ TEST(Fnv1a, WordsAreOneStepEach) {
   Fnv1a all_ones;
   all_ones.mix(~std::uint64_t{0});
   EXPECT_EQ(all_ones.value(), 0x509c41b379fe466eull);
+}
+
+TEST(Fnv1a, WordsTellEveryByteAndTheLength) {
+  // 8-byte words in little-endian order, then the bytes left over, then the
+  // length: "abcdefgh" + "ij" is the word 0x6867666564636261, 'i', 'j', 10.
+  Fnv1a h;
+  h.mix(0x6867666564636261ull);
+  h.mix('i');
+  h.mix('j');
+  h.mix(10);
+  EXPECT_EQ(fnv1a_words("abcdefghij"), h.value());
+  // A change in any byte (in a word or in the tail) changes the value, and
+  // so does a trailing zero byte.
+  std::string text(21, 'x');
+  const std::uint64_t base = fnv1a_words(text);
+  for (std::size_t i = 0; i < text.size(); ++i) {
+    std::string changed = text;
+    changed[i] = 'y';
+    EXPECT_NE(fnv1a_words(changed), base) << "byte " << i;
+  }
+  EXPECT_NE(fnv1a_words(std::string(8, '\0')), fnv1a_words(std::string(9, '\0')));
+  EXPECT_NE(fnv1a_words(""), fnv1a_words(std::string(1, '\0')));
 }
 
 }  // namespace
