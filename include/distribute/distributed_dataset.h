@@ -129,7 +129,9 @@ class DistributedDataset {
   // distributed dataset: a PerReplicaSpec holding it once per replica): the
   // dataset's element_spec with its leading dimension per replica, -1 unless
   // every replica's batch has a fixed size (a fixed global batch, TF's
-  // drop_remainder, that splits evenly).
+  // drop_remainder, that splits evenly). With several workers, -1 unless
+  // the input is infinite, as TF's: a worker whose data ended gives empty
+  // batches while another's goes on.
   ElementSpec element_spec() const;
 
   using RangeIterator = internal::InputRange<DistributedIterator, PerReplica<Element>>;
@@ -164,6 +166,9 @@ class DistributedDataset {
   InputOptions options_;
   // Set by a multi-worker strategy: the workers agree on every step.
   std::shared_ptr<internal::WorkerAgreement> agreement_;
+  // Several workers take part: a worker whose data ended gives empty
+  // batches while another's goes on.
+  bool across_workers_ = false;
   std::uint64_t origin_ = 0;  // the strategy's id: its steps' origin()
 };
 

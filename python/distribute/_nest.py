@@ -1,15 +1,20 @@
 """Nested structures as TF's ``nest`` sees them: tuples (namedtuples
-included), lists and dicts (in sorted key order) hold leaves; anything else
-is a leaf.
+included), lists and mappings (dicts and their subclasses, in sorted key
+order) hold leaves; anything else is a leaf.
 
 Mismatched structures raise errors.InvalidArgumentError (a ValueError, as
 TF's nest raises)."""
 
+import collections
+import collections.abc
+
 from .errors import InvalidArgumentError
+
+_Mapping = collections.abc.Mapping
 
 
 def is_structure(x, lists=True):
-  return isinstance(x, (tuple, dict)) or (lists and isinstance(x, list))
+  return isinstance(x, (tuple, _Mapping)) or (lists and isinstance(x, list))
 
 
 def flatten(x, lists=True):
@@ -20,7 +25,7 @@ def flatten(x, lists=True):
 
 
 def _flatten(x, lists, out):
-  if isinstance(x, dict):
+  if isinstance(x, _Mapping):
     for k in sorted(x):
       _flatten(x[k], lists, out)
   elif isinstance(x, tuple) or (lists and isinstance(x, list)):
@@ -46,9 +51,18 @@ def pack_as(structure, leaves, lists=True):
 
 
 def _pack(s, it, lists):
-  if isinstance(s, dict):
+  if isinstance(s, _Mapping):
     values = {k: _pack(s[k], it, lists) for k in sorted(s)}
-    return type(s)((k, values[k]) for k in s) if type(s) is not dict else {k: values[k] for k in s}
+    if type(s) is dict:
+      return {k: values[k] for k in s}
+    if isinstance(s, collections.abc.MutableMapping):
+      # As TF's nest: a new instance of the type (a defaultdict with the
+      # same default_factory), then the items in the instance's order.
+      out = type(s)(s.default_factory) if isinstance(s, collections.defaultdict) else type(s)()
+      for k in s:
+        out[k] = values[k]
+      return out
+    return type(s)({k: values[k] for k in s})  # (an immutable mapping: from a dict)
   if isinstance(s, tuple):
     values = [_pack(v, it, lists) for v in s]
     return type(s)(*values) if hasattr(s, "_fields") else tuple(values)
@@ -69,7 +83,7 @@ def map_structure(fn, *structures, lists=True):
 
 
 def describe(x, lists=True):
-  if isinstance(x, dict):
+  if isinstance(x, _Mapping):
     return "{" + ", ".join(f"{k!r}: {describe(x[k], lists)}" for k in sorted(x)) + "}"
   if isinstance(x, tuple):
     return "(" + ", ".join(describe(v, lists) for v in x) + ("," if len(x) == 1 else "") + ")"
@@ -91,7 +105,7 @@ def _difference(a, b, lists, path):
   if sa != sb or type(a) is not type(b) and not (isinstance(a, tuple) and isinstance(b, tuple)
                                                     and not hasattr(a, "_fields") and not hasattr(b, "_fields")):
     return f"at {path}: {describe(a, lists)} vs {describe(b, lists)}"
-  if isinstance(a, dict):
+  if isinstance(a, _Mapping):
     if sorted(a) != sorted(b):
       return f"at {path}: keys {sorted(a)} vs {sorted(b)}"
     for k in sorted(a):

@@ -52,6 +52,8 @@ def convert(value, dtype=None):
         f"expected a value of one of the supported dtypes ({', '.join(SUPPORTED)}), got dtype {array.dtype}")
   if not array.flags.c_contiguous:
     array = np.ascontiguousarray(array)  # the one copy, for strided input
+  elif not array.flags.aligned:
+    array = np.array(array, copy=True)  # the one copy, for misaligned input
   return _core.wrap(array)
 
 
@@ -83,7 +85,11 @@ def dtype_name(dtype):
   np.float32, tf.int64, ...; "string", str, bytes or tf.string for strings."""
   if dtype in ("string", str, bytes, np.bytes_, np.str_):
     return "string"
-  return np.dtype(dtype).name
+  try:
+    return np.dtype(dtype).name
+  except TypeError:
+    raise InvalidArgumentError(
+        f"expected a dtype of the supported ones ({', '.join(SUPPORTED)}), got {dtype!r}") from None
 
 
 def _utf8(x):
@@ -136,7 +142,9 @@ def _as_array(value, wide=False):
   if isinstance(value, float):
     return np.asarray(value, dtype=np.float64 if wide else np.float32)
   if isinstance(value, int):
-    if wide and -2**63 <= value < 2**63:
+    if not -2**63 <= value < 2**63:
+      raise InvalidArgumentError(f"expected an integer within int64's range, got {value}")
+    if wide:
       return np.asarray(value, dtype=np.int64)
     return np.asarray(value, dtype=np.int32 if -2**31 <= value < 2**31 else np.int64)
   if isinstance(value, np.generic):
@@ -158,7 +166,7 @@ def _as_array(value, wide=False):
     return array
   try:
     return np.asarray(memoryview(value))
-  except TypeError:
+  except (TypeError, ValueError):
     raise InvalidArgumentError(
         f"expected a tensor, a numpy array, a buffer, a __dlpack__ tensor or a number, got {type(value).__name__}") \
         from None
@@ -239,10 +247,68 @@ def _binary(op, reflected=False):
     if isinstance(other, Tensor):
       _numbers(other, "arithmetic")
     a = numpy(self)
-    b = numpy(other) if isinstance(other, Tensor) else other
+    if isinstance(other, Tensor):
+      b = numpy(other)
+    elif isinstance(other, (int, float)):
+      # A Python number takes the tensor's dtype, as TF converts it (numpy
+      # would widen a 0-d float32 times 0.5 to float64); 1.5 with an
+      # integer tensor raises.
+      b = _checked_cast(np.asarray(other, dtype=np.float64 if isinstance(other, float) else None), a.dtype)
+    else:
+      b = other
     result = op(b, a) if reflected else op(a, b)
     return convert(np.asarray(result))
   return method
+
+
+def _compare(op):
+  """Elementwise comparison with a number, an array or a tensor: a numpy
+  bool array (np.bool_ for scalars), so that ``if t > 0`` and ``if
+  replica_id == 0`` work as with TF's eager tensors (the library has no
+  bool tensors)."""
+  def method(self, other):
+    if not isinstance(other, (Tensor, np.ndarray, int, float, np.generic)):
+      return NotImplemented
+    b = _numbers(other, "comparison") if isinstance(other, Tensor) else other
+    return op(_numbers(self, "comparison"), b)
+  return method
+
+
+def _eq(self, other):
+  """``t == u`` of two tensors: whether they are the same tensor value
+  (shape, dtype and elements), a bool. With a number or an array:
+  elementwise, as _compare."""
+  if isinstance(other, Tensor):
+    return (self.shape == other.shape and self.dtype == other.dtype
+            and bool(np.array_equal(numpy(self), numpy(other))))
+  if isinstance(other, (np.ndarray, int, float, np.generic)):
+    return _numbers(self, "comparison") == other
+  return NotImplemented
+
+
+def _ne(self, other):
+  result = _eq(self, other)
+  return result if result is NotImplemented else np.logical_not(result)
+
+
+def _bool(self):
+  # As TF's eager tensors: the truth of a one-element tensor; numpy raises
+  # ValueError for more elements.
+  return bool(_numbers(self, "bool()"))
+
+
+def _index(self):
+  a = _numbers(self, "index")
+  if a.ndim != 0 or a.dtype.kind != "i":
+    raise TypeError(f"only an integer scalar tensor can be an index, got shape {self.shape} dtype {self.dtype}")
+  return int(a)
+
+
+def _iter(self):
+  if len(self.shape) == 0:
+    raise TypeError("iteration over a scalar (0-d) tensor")
+  for i in range(self.shape[0]):
+    yield _getitem(self, i)
 
 
 def _install():
@@ -261,11 +327,14 @@ def _install():
   Tensor.__getitem__ = _getitem
   Tensor.__float__ = lambda self: float(_numbers(self, "float()"))
   Tensor.__int__ = lambda self: int(_numbers(self, "int()"))
-  Tensor.__index__ = lambda self: int(_numbers(self, "index"))
+  Tensor.__index__ = _index
+  Tensor.__bool__ = _bool
+  Tensor.__iter__ = _iter
   Tensor.ndim = property(lambda self: len(self.shape))
-  Tensor.__eq__ = lambda self, other: (isinstance(other, Tensor) and self.shape == other.shape
-                                       and self.dtype == other.dtype
-                                       and bool(np.array_equal(numpy(self), numpy(other))))
+  Tensor.__eq__ = _eq
+  Tensor.__ne__ = _ne
+  for name, op in (("lt", operator.lt), ("le", operator.le), ("gt", operator.gt), ("ge", operator.ge)):
+    setattr(Tensor, f"__{name}__", _compare(op))
   Tensor.__hash__ = None
 
 

@@ -310,6 +310,12 @@ class Dataset:
     return self._derive(self._core.unbatch())
 
   def shuffle(self, buffer_size, seed=None, reshuffle_each_iteration=True):
+    # TF's seeds are int64: a negative one is as good as any (taken modulo
+    # 2**64 here, for the core's unsigned seed).
+    if seed is not None:
+      if not -2**63 <= int(seed) < 2**64:
+        raise InvalidArgumentError(f"shuffle: expected a seed within int64 (or uint64), got {seed}")
+      seed = int(seed) % 2**64
     return self._derive(self._core.shuffle(int(buffer_size), seed, bool(reshuffle_each_iteration)))
 
   def repeat(self, count=None):

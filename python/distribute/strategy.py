@@ -9,7 +9,7 @@ import numpy as np
 from . import _core, _nest
 from ._tensor import _NUMPY_DTYPES, Tensor, convert
 from .data import Dataset, _pack, _track
-from .errors import FailedPreconditionError, InvalidArgumentError, OutOfRangeError
+from .errors import FailedPreconditionError, InvalidArgumentError, OutOfRangeError, UnimplementedError
 from .values import DistributedValues, Mirrored, Optional, PerReplica, ReduceOp
 
 _strategies = weakref.WeakValueDictionary()  # id -> Python Strategy object
@@ -311,9 +311,13 @@ class InputOptions:
 
   experimental_per_replica_buffer_size: steps prepared ahead of the one
     being consumed, on a background thread (0: each inside get_next);
-  experimental_fetch_to_device, experimental_place_dataset_on_device:
-    accepted for TF programs; the devices are CPUs, so both mean the same
-    here (the data stays where it is);
+  experimental_fetch_to_device: accepted for TF programs (the devices are
+    CPUs: the data stays where it is);
+  experimental_replication_mode: PER_WORKER (the default: the dataset
+    function runs once per worker); PER_REPLICA raises UnimplementedError
+    when the options are used;
+  experimental_place_dataset_on_device: needs PER_REPLICA, as TF's (so
+    True raises InvalidArgumentError when the options are used);
   auto_shard_policy: how datasets are split across workers ("AUTO",
     "FILE", "DATA", "OFF"; TF keeps it in tf.data.Options'
     experimental_distribute.auto_shard_policy)."""
@@ -352,6 +356,14 @@ class InputOptions:
     if not isinstance(options, InputOptions):
       raise InvalidArgumentError(f"{call}: expected options to be a distribute.InputOptions, got "
                                  f"{type(options).__name__}")
+    mode = options.experimental_replication_mode
+    mode = getattr(mode, "name", mode) or "PER_WORKER"
+    if mode == "PER_REPLICA":
+      raise UnimplementedError(f"{call}: InputReplicationMode.PER_REPLICA is not supported (one input pipeline per "
+                               f"replica); use PER_WORKER, the default")
+    if options.experimental_place_dataset_on_device:
+      raise InvalidArgumentError(f"{call}: experimental_place_dataset_on_device=True needs replication mode "
+                                 f"PER_REPLICA, got {mode}")
     return options.experimental_per_replica_buffer_size, options.auto_shard_policy
 
 
@@ -579,10 +591,11 @@ class ReplicaContext:
       return value
     # The whole call in C++ with the GIL released: wrap, reduce (donated),
     # then the barrier and the copies of what was not reduced in place.
-    # Strided or non-native-order arrays go through a contiguous native copy
-    # each (staged: the same mechanism, then copied back).
-    staged = [a if a.flags.c_contiguous and a.dtype.isnative else
-              np.ascontiguousarray(a, dtype=a.dtype.newbyteorder("=")) for a in arrays]
+    # Strided, misaligned or non-native-order arrays go through a
+    # contiguous native copy each (staged: the same mechanism, then copied
+    # back).
+    staged = [a if a.flags.c_contiguous and a.flags.aligned and a.dtype.isnative else
+              np.array(a, dtype=a.dtype.newbyteorder("="), order="C", copy=True) for a in arrays]
     _core.all_reduce_into(op, staged, timeout)
     for a, b in zip(arrays, staged):
       if b is not a:

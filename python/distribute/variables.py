@@ -56,14 +56,22 @@ def _name_of(value, enum_type):
   return str(value).upper()
 
 
+def _owned(value, dtype=None):
+  """``value`` as a Tensor the variable may keep: a copy of an array, a
+  buffer or a ``__dlpack__`` tensor (as TF copies the initial value and
+  assigns into the variable's own buffer), so that the caller's later
+  writes to it do not change the variable. A Tensor is immutable and kept
+  as is; Python numbers and lists are converted into new memory anyway."""
+  t = convert(value, dtype)
+  if isinstance(value, (_core.Tensor, bool, int, float, list, tuple, str, bytes)) or t.dtype == "string":
+    return t
+  return convert(np.array(np.asarray(t), copy=True))
+
+
 class Variable:
   def __init__(self, initial_value, name="Variable", synchronization=VariableSynchronization.AUTO,
                aggregation=VariableAggregation.NONE, trainable=None, dtype=None):
-    # The initial value is copied (as TF does): the caller's array stays its own.
-    if not isinstance(initial_value, _core.Tensor):
-      initial_value = np.array(initial_value, copy=True) if isinstance(initial_value, np.ndarray) \
-          else initial_value  # (convert, below, casts to dtype and refuses a change of value)
-    self._core = _core.Variable(convert(initial_value, dtype), name,
+    self._core = _core.Variable(_owned(initial_value, dtype), name,
                                 _name_of(synchronization, VariableSynchronization),
                                 _name_of(aggregation, VariableAggregation), trainable)
     # A distributed variable keeps its strategy alive, as TF's does (its
@@ -88,7 +96,7 @@ class Variable:
     return a if dtype is None else a.astype(dtype)
 
   def assign(self, value):
-    return self._core.assign(convert(value))
+    return self._core.assign(_owned(value))
 
   def assign_add(self, delta):
     return self._core.assign_add(convert(delta))

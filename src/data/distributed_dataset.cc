@@ -286,13 +286,24 @@ PerReplica<Element> DistributedIterator::get_next() {
 
 DistributedDataset::DistributedDataset(Dataset per_replica, int num_replicas, InputOptions options)
     : per_replica_(std::move(per_replica)), num_replicas_(num_replicas), options_(options) {
+  if (num_replicas_ < 1) {
+    throw InvalidArgumentError("DistributedDataset: expected num_replicas >= 1, got " + std::to_string(num_replicas_));
+  }
   if (options_.experimental_per_replica_buffer_size < 0) {
     throw InvalidArgumentError("InputOptions: expected experimental_per_replica_buffer_size >= 0, got " +
                                std::to_string(options_.experimental_per_replica_buffer_size));
   }
 }
 
-ElementSpec DistributedDataset::element_spec() const { return per_replica_.element_spec(); }
+ElementSpec DistributedDataset::element_spec() const {
+  ElementSpec spec = per_replica_.element_spec();
+  if (across_workers_ && per_replica_.cardinality() != Dataset::kInfiniteCardinality) {
+    for (TensorSpec& component : spec.components) {
+      if (!component.shape.empty()) component.shape[0] = -1;
+    }
+  }
+  return spec;
+}
 
 DistributedIterator DistributedDataset::make_iterator() const {
   std::vector<std::uint64_t> shuffle_iterations = internal::IteratorAccess::shuffle_iterations(per_replica_);
@@ -395,6 +406,7 @@ DistributedDataset Strategy::distribute_across_workers(const Dataset& dataset, c
   DistributedDataset out(per_worker, r, options);
   out.agreement_ =
       std::make_shared<internal::WorkerAgreement>(cross_worker_, *communication_options_.timeout_seconds, r, id_);
+  out.across_workers_ = num_workers() > 1;
   return out;
 }
 
@@ -414,6 +426,7 @@ DistributedDataset Strategy::distribute_datasets_from_function(
   if (num_workers() > 1) {
     out.agreement_ = std::make_shared<internal::WorkerAgreement>(cross_worker_, *communication_options_.timeout_seconds,
                                                                  num_local_replicas(), id_);
+    out.across_workers_ = true;
   }
   return out;
 }

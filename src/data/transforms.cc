@@ -404,7 +404,9 @@ class RepeatNode final : public UnaryNode {
           }
           current_.reset();
           ++pass_;
-          if (!yielded_this_pass_) return std::nullopt;  // empty input: stop, do not spin
+          // A forever repeat stops at a pass that yields nothing (it would
+          // spin); a finite one goes through every pass, as TF's.
+          if (count_ < 0 && !yielded_this_pass_) return std::nullopt;
         }
       }
 

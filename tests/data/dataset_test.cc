@@ -632,6 +632,20 @@ TEST(Repeat, EmptyDatasetEnds) {
   EXPECT_FALSE(it.get_next_as_optional().has_value());
 }
 
+// A finite repeat goes through every pass, empty ones included (TF's
+// FiniteIterator); only a forever repeat stops at an empty pass.
+TEST(Repeat, FiniteCountGoesOnPastAnEmptyPass) {
+  // The filter keeps passes 0 and 2 of range(2) and empties passes 1 and 3
+  // (it counts its calls: two a pass).
+  auto calls = std::make_shared<int>(0);
+  const Dataset odd_passes_empty =
+      Dataset::range(2).filter([calls](const Element&) { return ((*calls)++ / 2) % 2 == 0; });
+  EXPECT_EQ(Scalars(odd_passes_empty.repeat(4)), (std::vector<i64>{0, 1, 0, 1}));
+  EXPECT_EQ(*calls, 8);
+  *calls = 0;
+  EXPECT_EQ(Scalars(odd_passes_empty.repeat().take(10)), (std::vector<i64>{0, 1}));  // forever: stops at pass 1
+}
+
 TEST(Take, Counts) {
   EXPECT_EQ(Scalars(Dataset::range(10).take(3)), (std::vector<i64>{0, 1, 2}));
   EXPECT_TRUE(Scalars(Dataset::range(10).take(0)).empty());

@@ -287,6 +287,13 @@ TEST(DistributedDatasetSplitTest, GlobalBatchSmallerThanReplicasGivesEmptyBatche
   EXPECT_EQ(steps_of(*three, 3, 2), (Steps{{{0}, {1}, {}}, {{2}, {}, {}}}));
 }
 
+TEST(DistributedDatasetSplitTest, ANonPositiveReplicaCountIsRefused) {
+  for (int n : {0, -2}) {
+    EXPECT_THAT(message_of<InvalidArgumentError>([n] { DistributedDataset(Dataset::range(4).batch(2), n, {}); }),
+                HasSubstr("expected num_replicas >= 1, got " + std::to_string(n)));
+  }
+}
+
 TEST(DistributedDatasetSplitTest, EmptyBatchesHaveFirstDimensionZeroAndTheDatasetsDtype) {
   auto two = mirrored(2);
   const Tensor ints(std::vector<std::int32_t>{0, 1, 2, 3, 4, 5, 6, 7, 8}, Shape{9});

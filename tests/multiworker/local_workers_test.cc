@@ -194,6 +194,25 @@ TEST(LocalWorkers, DistributedInputShardsOnePipelinePerWorker) {
   EXPECT_EQ(steps[0], steps[1]);
 }
 
+// Across workers a step's batches may be empty (a worker whose data ended),
+// so the element_spec's batch dimension is unknown, as TF's; only an
+// infinite input keeps it. One worker keeps the fixed size.
+TEST(LocalWorkers, TheElementSpecsBatchDimensionIsUnknownUnlessTheInputIsInfinite) {
+  const Dataset fixed = Dataset::range(16).batch(4, /*drop_remainder=*/true);
+  expect_all_returned(run_workers(2, 1, [&](int, MultiWorkerMirroredStrategy& s) {
+    EXPECT_EQ(s.experimental_distribute_dataset(fixed).element_spec().components.at(0).shape,
+              std::vector<std::int64_t>{-1});
+    EXPECT_EQ(s.experimental_distribute_dataset(fixed.repeat()).element_spec().components.at(0).shape,
+              std::vector<std::int64_t>{2});
+    const auto from_function = s.distribute_datasets_from_function([&](const InputContext&) { return fixed; });
+    EXPECT_EQ(from_function.element_spec().components.at(0).shape, std::vector<std::int64_t>{-1});
+  }));
+  expect_all_returned(run_workers(1, 2, [&](int, MultiWorkerMirroredStrategy& s) {
+    EXPECT_EQ(s.experimental_distribute_dataset(fixed).element_spec().components.at(0).shape,
+              std::vector<std::int64_t>{2});
+  }));
+}
+
 // TF's FILE sharding of TFRecord files: worker w reads files w, w + W, ...
 // With 3 files on 2 workers, worker 1 runs out first and gets empty string
 // batches while worker 0 still has data (every worker takes the same steps).

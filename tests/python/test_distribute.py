@@ -156,6 +156,68 @@ def test_tensor_arithmetic_keeps_the_dtype():
   np.testing.assert_array_equal(np.asarray(2 * u - t), [3., 4.])
 
 
+def test_python_numbers_take_the_tensors_dtype_in_arithmetic():
+  # As TF converts a Python number to the tensor's dtype: a float32 scalar
+  # loss times 0.5 stays float32 (numpy alone would widen a 0-d array).
+  loss = dist.convert_to_tensor(np.float32(2))
+  assert (loss * 0.5).dtype == "float32" and (0.5 * loss).dtype == "float32"
+  assert (dist.convert_to_tensor(np.int32(2)) + 1).dtype == "int32"
+  assert (dist.convert_to_tensor(np.int64(2)) - 3).dtype == "int64"
+  with pytest.raises(errors.InvalidArgumentError, match="representable as int32, got 1.5"):
+    dist.convert_to_tensor(np.int32(2)) * 1.5
+  v = dist.Variable(np.float32(1))
+  v.assign_sub(loss * 0.25)
+  assert float(v.numpy()) == 0.5
+
+
+def test_tensors_compare_and_test_true_as_tfs_eager_tensors():
+  three = dist.convert_to_tensor(np.float32(3))
+  assert three == 3.0 and three != 2 and not (three == 2.0)
+  assert three > 2 and three >= 3 and three < 4 and three <= 3 and not three < 3
+  vector = dist.convert_to_tensor(np.array([0., 2.], np.float32))
+  np.testing.assert_array_equal(vector > 1, [False, True])
+  np.testing.assert_array_equal(vector == 2.0, [False, True])
+  assert vector == dist.convert_to_tensor(np.array([0., 2.], np.float32))  # two tensors: the same value
+  assert not bool(dist.convert_to_tensor(np.array([0.], np.float32)))
+  assert bool(dist.convert_to_tensor(np.array([2.], np.float32)))
+  with pytest.raises(ValueError, match="ambiguous"):
+    bool(vector)
+  # An index must be an integer scalar; a scalar has no length and no items.
+  assert [10, 11, 12][dist.convert_to_tensor(np.int32(1))] == 11
+  with pytest.raises(TypeError, match="integer scalar"):
+    [10, 11, 12][dist.convert_to_tensor(np.float32(1.9))]
+  with pytest.raises(TypeError):
+    list(three)
+  assert [float(x) for x in vector] == [0.0, 2.0]
+
+
+def test_tfs_replica_id_compares_with_an_int(two):
+  from distribute.compat import tf
+  first = two.run(lambda: 1.0 if tf.distribute.get_replica_context().replica_id_in_sync_group == 0 else 0.0)
+  assert [float(np.asarray(x)) for x in two.experimental_local_results(first)] == [1.0, 0.0]
+
+
+def test_misaligned_arrays_are_copied_once():
+  raw = np.frombuffer(bytes(17), dtype=np.uint8)
+  misaligned = raw[1:].view(np.float64)  # contiguous, 1 byte past an 8-byte boundary
+  assert misaligned.flags.c_contiguous and not misaligned.flags.aligned
+  t = dist.convert_to_tensor(misaligned)
+  assert t.shape == (2,) and t._data_address() != misaligned.ctypes.data
+  np.testing.assert_array_equal(np.asarray(t), [0., 0.])
+
+
+def test_out_of_range_values_and_unknown_dtypes_raise_the_librarys_error():
+  with pytest.raises(errors.InvalidArgumentError, match="within int64's range, got 18446744073709551616"):
+    dist.convert_to_tensor(2**64)
+  with pytest.raises(errors.InvalidArgumentError, match="expected a dtype of the supported ones"):
+    dist.convert_to_tensor(1.0, "bfloat16")
+  # Negative seeds are TF's int64 seeds; beyond 64 bits they are refused.
+  rows = lambda seed: [int(x) for x in dist.data.Dataset.range(8).shuffle(8, seed=seed)]
+  assert rows(-1) == rows(-1) and sorted(rows(-1)) == list(range(8))
+  with pytest.raises(errors.InvalidArgumentError, match="seed"):
+    dist.data.Dataset.range(8).shuffle(8, seed=2**64)
+
+
 # --- run, reduce, local results -----------------------------------------------
 
 
@@ -173,6 +235,27 @@ def test_run_returns_per_replica_and_nested_structures(two):
   assert float(total) == 3.0
   mean = two.reduce(dist.ReduceOp.MEAN, out, axis=None)
   assert float(mean["loss"]) == 1.5
+
+
+def test_dict_subclasses_keep_their_type_through_run_and_all_reduce(two):
+  import collections
+  import types
+
+  def step():
+    ctx = dist.get_replica_context()
+    sums = collections.defaultdict(float)
+    sums["loss"] = np.float32(ctx.replica_id_in_sync_group + 1)
+    counts = collections.Counter(b=np.int32(2), a=np.int32(1))
+    frozen = types.MappingProxyType({"y": np.float32(4)})
+    return ctx.all_reduce("sum", (sums, counts, frozen))
+
+  sums, counts, frozen = two.run(step)
+  assert type(sums) is collections.defaultdict and sums.default_factory is float
+  assert type(counts) is collections.Counter and list(counts) == ["b", "a"]  # the instance's own order
+  assert type(frozen) is types.MappingProxyType
+  assert [float(np.asarray(x)) for x in two.experimental_local_results(sums["loss"])] == [3.0, 3.0]
+  assert [int(np.asarray(x)) for x in two.experimental_local_results(counts["a"])] == [2, 2]
+  assert [float(np.asarray(x)) for x in two.experimental_local_results(frozen["y"])] == [8.0, 8.0]
 
 
 def test_run_passes_each_replica_its_value_and_kwargs(two):
@@ -211,6 +294,17 @@ def test_input_options_reach_the_core(two):
     dist.InputOptions(auto_shard_policy="HOSTS")
   with pytest.raises(errors.InvalidArgumentError, match="expected options to be a distribute.InputOptions"):
     two.experimental_distribute_dataset(dist.data.Dataset.range(8).batch(4), {"experimental_per_replica_buffer_size": 2})
+  # TF's replication modes: PER_REPLICA is not supported (no longer ignored),
+  # and placing the dataset on the device needs it.
+  ds = dist.data.Dataset.range(8).batch(4)
+  with pytest.raises(errors.UnimplementedError, match="PER_REPLICA is not supported"):
+    two.experimental_distribute_dataset(ds, dist.InputOptions(experimental_replication_mode="PER_REPLICA"))
+  with pytest.raises(errors.UnimplementedError, match="PER_REPLICA is not supported"):
+    two.distribute_datasets_from_function(lambda ctx: ds, dist.InputOptions(experimental_replication_mode="PER_REPLICA"))
+  with pytest.raises(errors.InvalidArgumentError, match="needs replication mode PER_REPLICA, got PER_WORKER"):
+    two.experimental_distribute_dataset(ds, dist.InputOptions(experimental_place_dataset_on_device=True))
+  assert len(list(two.experimental_distribute_dataset(
+      ds, dist.InputOptions(experimental_replication_mode="PER_WORKER", experimental_fetch_to_device=True)))) == 2
 
 
 def test_reduce_with_axis_divides_by_the_total_count(two):
@@ -766,6 +860,32 @@ def test_a_variable_copies_its_initial_value():
   v = dist.Variable(a)
   a[0] = 5
   assert float(v.numpy()[0]) == 0.0
+
+
+def test_a_variable_keeps_no_view_of_what_it_was_given(two):
+  # TF assigns into the variable's own buffer: later writes to the caller's
+  # array, buffer or torch tensor do not reach the variable.
+  v = dist.Variable(np.zeros(3, np.float32))
+  buf = np.ones(3, np.float32)
+  v.assign(buf)
+  buf[:] = 7
+  np.testing.assert_array_equal(v.numpy(), [1, 1, 1])
+  view = memoryview(np.full(3, 2, np.float32))
+  v.assign(view)
+  np.asarray(view)[:] = 9
+  np.testing.assert_array_equal(v.numpy(), [2, 2, 2])
+  torch = pytest.importorskip("torch")
+  w = torch.zeros(3)
+  from_torch = dist.Variable(w)
+  w += 1
+  np.testing.assert_array_equal(from_torch.numpy(), [0, 0, 0])
+  with two.scope():
+    mirrored = dist.Variable(np.zeros(2, np.float32))
+  source = np.full(2, 3, np.float32)
+  mirrored.assign(source)
+  source[:] = 8
+  for value in mirrored.values:
+    np.testing.assert_array_equal(np.asarray(value), [3, 3])
 
 
 EXIT_SCRIPT = """
