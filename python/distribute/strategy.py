@@ -464,11 +464,10 @@ def _regroup(values, origin):
 
 
 def _regroup_leaf(values, origin):
-  # The same distributed variable from every replica is that variable (as
-  # TF's regroup: merge_call's function gets the variable, not a PerReplica
-  # of it).
-  from .variables import Variable
-  if isinstance(values[0], Variable) and all(v is values[0] for v in values):
+  # The same object from every replica is that object (TF's regroup): a
+  # distributed variable (merge_call's function gets the variable, not a
+  # PerReplica of it), a constant, a learning rate, a name.
+  if all(v is values[0] for v in values):
     return values[0]
   return PerReplica(list(values), origin)
 
@@ -610,8 +609,10 @@ class ReplicaContext:
 
   def merge_call(self, merge_fn, args=(), kwargs=None):
     """merge_fn(strategy, *args, **kwargs) runs once, in cross-replica
-    context, with each argument a PerReplica of every replica's; every
-    replica gets its result."""
+    context, with each argument a PerReplica of every replica's (the same
+    object from every replica as it is); each replica gets its own part of
+    the result, as TF's select_replica: a PerReplica's or Mirrored's value
+    of this replica, anything else (a variable, a plain value) as is."""
     kwargs = {} if kwargs is None else kwargs
     strategy = self.strategy
 
@@ -620,7 +621,9 @@ class ReplicaContext:
       a, k = regrouped if regrouped is not None else ((), {})
       return merge_fn(strategy, *a, **k)
 
-    return _core.merge_call(leader, (tuple(args), dict(kwargs)))
+    result = _core.merge_call(leader, (tuple(args), dict(kwargs)))
+    # (Distributed values hold this worker's replicas: the local index.)
+    return _select(result, self._replica_id % strategy._core.num_local_replicas)
 
   def __repr__(self):
     return f"ReplicaContext(replica {self._replica_id} of {self._num_replicas})"

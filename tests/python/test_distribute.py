@@ -353,7 +353,10 @@ def test_run_inside_run_raises(two):
                            r"function of replica [01] of .*merge_call"):
     two.run(lambda: two.run(lambda: 1))
   # The strategy stays usable.
-  assert two.experimental_local_results(two.run(lambda: 7)) == (7, 7)
+  assert two.experimental_local_results(two.run(lambda: np.int64(7))) == (7, 7)
+  # (The same object from every replica, as the cached int 7, is returned
+  # as it is: TF's regroup.)
+  assert two.run(lambda: 7) == 7
 
 
 def test_different_structures_on_replicas_raise(two):
@@ -411,7 +414,32 @@ def test_all_reduce_all_gather_merge_call(two):
     np.testing.assert_array_equal(np.asarray(a.values[r]), [3.])
     np.testing.assert_array_equal(np.asarray(b.values[r]), [2])
     np.testing.assert_array_equal(np.asarray(g.values[r]), [0, 0, 1, 1])
-    assert float(m.values[r]) == 3.0
+  # merge_call gave every replica the same tensor, which run returns as it
+  # is (TF's regroup of one object).
+  assert isinstance(m, dist.Tensor) and float(m) == 3.0
+
+
+def test_merge_call_and_run_regroup_as_tf(two):
+  lr = 0.1
+  marker = object()
+
+  def step():
+    ctx = dist.get_replica_context()
+    r = ctx.replica_id_in_sync_group
+    # The same object from every replica reaches merge_fn as it is; a
+    # PerReplica or Mirrored result comes back as this replica's value.
+    scaled = ctx.merge_call(lambda strategy, g, rate: strategy.reduce("sum", g) * rate,
+                            args=(np.float32(r + 1), lr))
+    own = ctx.merge_call(lambda strategy, g: g, args=(np.float32(10 * r),))
+    mirrored = ctx.merge_call(lambda strategy: dist.Mirrored([np.float32(5), np.float32(5)]))
+    return scaled, own, mirrored, None, marker, r
+
+  scaled, own, mirrored, none, same, r = two.run(step)
+  assert float(scaled) == pytest.approx(0.3)
+  assert [float(np.asarray(x)) for x in two.experimental_local_results(own)] == [0.0, 10.0]
+  assert isinstance(mirrored, dist.PerReplica) and [float(x) for x in mirrored.values] == [5.0, 5.0]
+  assert none is None and same is marker  # the same object from every replica: itself
+  assert isinstance(r, dist.PerReplica) and r.values == (0, 1)
 
 
 def test_all_reduce_of_one_array_any_layout_and_its_errors(two):
@@ -467,7 +495,7 @@ def test_arrays_wrapped_by_all_reduce_are_released(two):
   out = two.run(step)
   # Each replica's own array is gone by its third following call.
   assert sorted(released) == [0, 1]
-  assert all(int(v) == 1 for v in out.values)
+  assert all(int(v) == 1 for v in two.experimental_local_results(out))
 
 
 def test_in_place_all_reduce_writes_the_callers_arrays(two):
