@@ -884,6 +884,7 @@ PYBIND11_MODULE(_core, m) {
   py::class_<dist::DistributedDataset>(m, "DistributedDataset")
       .def_property_readonly("num_replicas_in_sync", &dist::DistributedDataset::num_replicas_in_sync)
       .def("element_spec", [](const dist::DistributedDataset& d) { return spec_without_gil(d); })
+      .def("cardinality", &dist::DistributedDataset::cardinality, py::call_guard<py::gil_scoped_release>())
       .def("make_iterator", [](const dist::DistributedDataset& d) {
         return std::make_unique<Closable<dist::DistributedIterator>>(d.make_iterator());
       });

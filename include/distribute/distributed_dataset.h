@@ -134,6 +134,13 @@ class DistributedDataset {
   // batches while another's goes on.
   ElementSpec element_spec() const;
 
+  // TF's DistributedDataset.cardinality: the number of elements of the
+  // dataset given to experimental_distribute_dataset (its global batches),
+  // or of this worker's dataset from distribute_datasets_from_function;
+  // Dataset::kInfiniteCardinality or kUnknownCardinality as
+  // Dataset::cardinality() gives them.
+  std::int64_t cardinality() const;
+
   using RangeIterator = internal::InputRange<DistributedIterator, PerReplica<Element>>;
   RangeIterator begin() const { return RangeIterator(std::make_shared<DistributedIterator>(make_iterator())); }
   RangeIterator end() const { return {}; }

@@ -149,10 +149,10 @@ class PerReplicaSpec:
     return f"PerReplicaSpec({', '.join(repr(v) for v in self._value_specs)})"
 
 
-def _specs(core_spec, template, replicas=1):
+def _specs(core_spec, template, replicas=1, always_wrap=False):
   components, _ = core_spec
   specs = [TensorSpec(shape, dtype) for dtype, shape in components]
-  if replicas > 1:
+  if replicas > 1 or always_wrap:
     specs = [PerReplicaSpec(*([spec] * replicas)) for spec in specs]
   return _pack(template, specs)
 

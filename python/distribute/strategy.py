@@ -445,11 +445,12 @@ def _select(value, r):
   return _nest.map_structure(lambda v: v.values[r] if isinstance(v, DistributedValues) else v, value)
 
 
-def _regroup(values, origin):
+def _regroup(values, origin, always_wrap=False):
   """Per-replica results -> a structure of PerReplica (TF's regroup; one
-  replica's value is returned as it is, as TF does)."""
+  replica's value is returned as it is, as TF does, unless ``always_wrap``:
+  a distributed dataset's steps across workers, TF's _always_wrap)."""
   first = values[0]
-  if len(values) == 1:
+  if len(values) == 1 and not always_wrap:
     return first
   if first is None and all(v is None for v in values):
     return None
@@ -459,15 +460,15 @@ def _regroup(values, origin):
       _nest.assert_same_structure(first, v, where="the result", a_name="replica 0's",
                                   b_name=f"replica {i}'s")
     flats = [_nest.flatten(v) for v in values]
-    return _nest.pack_as(first, [_regroup_leaf(leaves, origin) for leaves in zip(*flats)])
-  return _regroup_leaf(values, origin)
+    return _nest.pack_as(first, [_regroup_leaf(leaves, origin, always_wrap) for leaves in zip(*flats)])
+  return _regroup_leaf(values, origin, always_wrap)
 
 
-def _regroup_leaf(values, origin):
+def _regroup_leaf(values, origin, always_wrap=False):
   # The same object from every replica is that object (TF's regroup): a
   # distributed variable (merge_call's function gets the variable, not a
   # PerReplica of it), a constant, a learning rate, a name.
-  if all(v is values[0] for v in values):
+  if not always_wrap and all(v is values[0] for v in values):
     return values[0]
   return PerReplica(list(values), origin)
 
@@ -682,13 +683,26 @@ class DistributedDataset:
     return self._strategy.num_replicas_in_sync
 
   @property
+  def cardinality(self):
+    """TF's DistributedDataset.cardinality (a property, unlike Dataset's
+    method): the number of global batches of the distributed dataset, or
+    of this worker's dataset from distribute_datasets_from_function;
+    data.INFINITE_CARDINALITY or data.UNKNOWN_CARDINALITY as
+    Dataset.cardinality()."""
+    from .data import _Cardinality
+    return _Cardinality(self._core.cardinality())
+
+  @property
   def element_spec(self):
     """TF's element_spec of a distributed dataset: for several local
-    replicas, a PerReplicaSpec per component holding one replica's spec
-    (its leading dimension per replica: None unless every replica's batch
-    has a fixed size)."""
+    replicas, or several workers, a PerReplicaSpec per component holding
+    one replica's spec (its leading dimension per replica: None unless
+    every replica's batch has a fixed size; across workers None unless the
+    input is infinite)."""
     from .data import _specs
-    return _specs(self._core.element_spec(), self._structure.template, self._strategy._core.num_local_replicas)
+    core = self._strategy._core
+    return _specs(self._core.element_spec(), self._structure.template, core.num_local_replicas,
+                  always_wrap=core.num_workers > 1)
 
 
 class DistributedIterator:
@@ -703,7 +717,9 @@ class DistributedIterator:
     if step is None:
       return None
     per_replica = [_pack(self._structure.template, components) for components in step]
-    return (_regroup(per_replica, self._strategy._core.id),)
+    # Across workers every step is a PerReplica, also of one local replica
+    # (TF's _always_wrap in multi-worker mode).
+    return (_regroup(per_replica, self._strategy._core.id, always_wrap=self._strategy._core.num_workers > 1),)
 
   def __next__(self):
     step = self._step()

@@ -305,6 +305,10 @@ ElementSpec DistributedDataset::element_spec() const {
   return spec;
 }
 
+std::int64_t DistributedDataset::cardinality() const {
+  return source_ ? source_->cardinality() : per_replica_.cardinality();
+}
+
 DistributedIterator DistributedDataset::make_iterator() const {
   std::vector<std::uint64_t> shuffle_iterations = internal::IteratorAccess::shuffle_iterations(per_replica_);
   DistributedIterator it(

@@ -287,6 +287,21 @@ TEST(DistributedDatasetSplitTest, GlobalBatchSmallerThanReplicasGivesEmptyBatche
   EXPECT_EQ(steps_of(*three, 3, 2), (Steps{{{0}, {1}, {}}, {{2}, {}, {}}}));
 }
 
+// TF's DistributedDataset.cardinality: the distributed dataset's global
+// batches, or the elements of the function's dataset.
+TEST(DistributedDatasetSplitTest, CardinalityIsTheInputs) {
+  auto two = mirrored(2);
+  const Dataset ds = Dataset::range(10).batch(4);
+  EXPECT_EQ(two->experimental_distribute_dataset(ds).cardinality(), 3);
+  EXPECT_EQ(two->experimental_distribute_dataset(ds.repeat()).cardinality(), Dataset::kInfiniteCardinality);
+  EXPECT_EQ(two->experimental_distribute_dataset(ds.filter([](const Element&) { return true; })).cardinality(),
+            Dataset::kUnknownCardinality);
+  EXPECT_EQ(
+      two->distribute_datasets_from_function([](const InputContext&) { return Dataset::range(6).batch(2); })
+          .cardinality(),
+      3);
+}
+
 TEST(DistributedDatasetSplitTest, ANonPositiveReplicaCountIsRefused) {
   for (int n : {0, -2}) {
     EXPECT_THAT(message_of<InvalidArgumentError>([n] { DistributedDataset(Dataset::range(4).batch(2), n, {}); }),

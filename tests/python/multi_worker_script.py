@@ -40,6 +40,13 @@ plain_sum = float(np.asarray(s.reduce("sum", plain))[0])
 plain_mean = float(np.asarray(s.reduce("mean", plain))[0])
 print(f"worker {w}: plain distributed {isinstance(plain, dist.DistributedValues)} sum {plain_sum} mean {plain_mean} "
       f"gather {np.asarray(s.gather(plain, 0)).tolist()}", flush=True)
+# A distributed dataset's steps are PerReplica across workers, also of one
+# local replica (TF's _always_wrap), and its batch dimension is unknown (a
+# worker whose data ended gets empty batches).
+distributed = s.experimental_distribute_dataset(dist.data.Dataset.range(8).batch(4, drop_remainder=True))
+first = next(iter(distributed))
+print(f"worker {w}: step {type(first).__name__} of {len(s.experimental_local_results(first))} spec "
+      f"{type(distributed.element_spec).__name__} {distributed.element_spec._value_specs[0].shape}", flush=True)
 # A block from experimental_allocate_shared, summed in place: in the host's
 # shared memory with the segment (its address in a /dev/shm mapping).
 block = s.experimental_allocate_shared(300_001)[0]

@@ -843,6 +843,18 @@ def test_distribute_datasets_from_function(two):
   np.testing.assert_array_equal(np.asarray(steps[0].values[1]), [2, 3])
 
 
+def test_a_distributed_datasets_cardinality_is_its_inputs(two):
+  # TF's DistributedDataset.cardinality, a property: the global batches of
+  # the distributed dataset, or the elements of the function's dataset.
+  ds = dist.data.Dataset.range(10).batch(4)
+  assert two.experimental_distribute_dataset(ds).cardinality == 3
+  assert two.experimental_distribute_dataset(ds.repeat()).cardinality == dist.data.INFINITE_CARDINALITY
+  assert two.experimental_distribute_dataset(
+      ds.filter(lambda b: True)).cardinality == dist.data.UNKNOWN_CARDINALITY
+  from_function = two.distribute_datasets_from_function(lambda ctx: dist.data.Dataset.range(6).batch(2))
+  assert from_function.cardinality == 3 and from_function.cardinality.numpy() == 3
+
+
 def test_training_a_linear_model_matches_one_replica():
   rng = np.random.default_rng(0)
   x = rng.standard_normal((64, 3)).astype(np.float32)

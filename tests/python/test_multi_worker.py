@@ -37,6 +37,7 @@ def test_two_workers_agree_and_exit_cleanly(transport):
   for w in (0, 1):
     assert f"worker {w}: all_reduce 3.0 dataset 28 segment {segment}" in done.stdout, done.stdout + done.stderr
     assert f"worker {w}: plain distributed False sum 3.0 mean 1.5 gather [1.0, 2.0]" in done.stdout, done.stdout + done.stderr
+    assert f"worker {w}: step PerReplica of 1 spec PerReplicaSpec (None,)" in done.stdout, done.stdout + done.stderr
     # The shared block lives in the segment's shared memory only with it.
     assert f"worker {w}: shared block in shm {segment} sums True" in done.stdout, done.stdout + done.stderr
 
