@@ -632,8 +632,10 @@ struct Closable {
 // A strategy's scope held by a Python context manager. A scope belongs to
 // the thread that entered it (each thread has its own stack of scopes):
 // exit() on another thread, or out of order, raises and leaves it open; a
-// holder dropped on another thread leaks its scope rather than pop another
-// thread's stack.
+// holder dropped on another thread, or on its own thread while it is not
+// the innermost scope there (a generator holding `with s.scope()` collected
+// inside a replica function), leaks its scope rather than pop another
+// scope or replica context off the stack.
 struct ScopeHolder {
   struct Inner {
     explicit Inner(dist::Strategy& s) : scope(s.scope()) {}
@@ -642,8 +644,9 @@ struct ScopeHolder {
   explicit ScopeHolder(dist::Strategy& s)
       : inner(std::make_unique<Inner>(s)), strategy(&s), thread(PyThread_get_thread_ident()) {}
   ~ScopeHolder() {
-    if (inner && PyThread_get_thread_ident() != thread) (void)inner.release();
+    if (inner && (PyThread_get_thread_ident() != thread || !innermost())) (void)inner.release();
   }
+  bool innermost() const { return dist::get_replica_context() == nullptr && &dist::get_strategy() == strategy; }
   void exit() {
     if (!inner) return;
     const unsigned long here = PyThread_get_thread_ident();
@@ -653,7 +656,7 @@ struct ScopeHolder {
                                           " and must be exited there, got its exit on thread " +
                                           std::to_string(here) + " (threading.get_ident())");
     }
-    if (dist::get_replica_context() != nullptr || &dist::get_strategy() != strategy) {
+    if (!innermost()) {
       throw dist::FailedPreconditionError("Strategy.scope(): scopes must be exited in the reverse order they were "
                                           "entered; the scope of " + strategy->to_string() +
                                           " is not the innermost on this thread (that is " +

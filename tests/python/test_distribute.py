@@ -953,6 +953,40 @@ def test_the_interpreter_exits_cleanly_with_live_pipelines(tmp_path):
     assert done.returncode == 0 and "leaving" in done.stdout, done.stdout + done.stderr
 
 
+DROPPED_SCOPE_SCRIPT = """
+import gc, distribute as dist
+s = dist.MirroredStrategy(["CPU:0", "CPU:1"])
+scope = s.scope()
+scope.__enter__()
+holder = [scope]
+del scope
+seen = []
+def fn():
+  if dist.get_replica_context().replica_id_in_sync_group == 0:  # replica 0 runs on this thread
+    try:
+      holder[0].__exit__(None, None, None)
+    except dist.errors.FailedPreconditionError:
+      pass  # not the innermost context here: refused, and kept open
+    holder.clear()  # the scope's last reference, dropped inside the replica function
+    gc.collect()
+    seen.append(dist.get_replica_context() is not None)
+s.run(fn)
+print("replica context kept", seen == [True], "scope left open", dist.get_strategy() is s, flush=True)
+"""
+
+
+def test_a_scope_dropped_where_it_is_not_innermost_leaks_rather_than_pop_another(tmp_path):
+  # Freeing a scope that is not the thread's innermost context must not pop
+  # what is (here replica 0's replica context): it is left open instead.
+  import subprocess
+  import sys
+  script = tmp_path / "dropped_scope.py"
+  script.write_text(DROPPED_SCOPE_SCRIPT)
+  done = subprocess.run([sys.executable, str(script)], capture_output=True, text=True, timeout=60)
+  assert done.returncode == 0, done.stdout + done.stderr
+  assert "replica context kept True scope left open True" in done.stdout, done.stdout + done.stderr
+
+
 def test_a_scope_exited_on_another_thread_raises_and_stays_open(two):
   cm = two.scope()
   cm.__enter__()
