@@ -231,9 +231,37 @@ py::object paths_out(F&& f) {
   }
 }
 
+// A library thread's Python thread state, kept from its first call into
+// Python to its end (creating one per call would cost tens of microseconds
+// each time); freed when the thread ends (pipeline threads come and go with
+// their iterators), unless the interpreter is exiting or gone.
+// (A thread Python made, as the caller's, has a thread state of Python's
+// own, which Python deletes: it is neither kept nor freed here.)
+struct KeptThreadState {
+  bool decided = false;  // whether the thread is the library's, once known
+  bool kept = false;
+  // Before the GIL is taken on this thread for the first time.
+  void note_thread() {
+    if (decided) return;
+    decided = true;
+    library_thread = PyGILState_GetThisThreadState() == nullptr;
+  }
+  void keep(py::gil_scoped_acquire& gil) {
+    if (kept || !library_thread) return;
+    gil.inc_ref();
+    kept = true;
+  }
+  bool library_thread = false;
+  ~KeptThreadState() {
+    if (!kept || Py_IsInitialized() == 0 || _Py_IsFinalizing() != 0) return;
+    // The kept reference back: the scope's own release then deletes the
+    // thread state (pybind11's gil_scoped_acquire, count 0).
+    py::gil_scoped_acquire gil;
+    gil.dec_ref();
+  }
+};
+
 // Calls `f` with the GIL, turning a Python exception into a PythonError.
-// A library thread keeps the Python thread state it gets on its first call
-// (creating one per call would cost tens of microseconds each time).
 template <class F>
 auto with_gil(F&& f) {
   // Taking the GIL while the interpreter finalizes ends the thread
@@ -241,12 +269,10 @@ auto with_gil(F&& f) {
   if (_Py_IsFinalizing() != 0) {
     throw dist::CancelledError("a Python function was called while the interpreter is exiting");
   }
+  thread_local KeptThreadState kept;
+  kept.note_thread();
   py::gil_scoped_acquire gil;
-  thread_local bool kept = false;
-  if (!kept) {
-    gil.inc_ref();
-    kept = true;
-  }
+  kept.keep(gil);
   try {
     return f();
   } catch (py::error_already_set& e) {

@@ -953,6 +953,32 @@ def test_the_interpreter_exits_cleanly_with_live_pipelines(tmp_path):
     assert done.returncode == 0 and "leaving" in done.stdout, done.stdout + done.stderr
 
 
+def _python_thread_states():
+  import ctypes
+  api = ctypes.pythonapi
+  api.PyInterpreterState_Head.restype = ctypes.c_void_p
+  api.PyInterpreterState_ThreadHead.restype = ctypes.c_void_p
+  api.PyInterpreterState_ThreadHead.argtypes = [ctypes.c_void_p]
+  api.PyThreadState_Next.restype = ctypes.c_void_p
+  api.PyThreadState_Next.argtypes = [ctypes.c_void_p]
+  n, state = 0, api.PyInterpreterState_ThreadHead(api.PyInterpreterState_Head())
+  while state:
+    n += 1
+    state = api.PyThreadState_Next(state)
+  return n
+
+
+def test_pipeline_threads_free_their_python_thread_states():
+  # A parallel map's worker threads call Python; each keeps its thread
+  # state while it lives, and frees it when its iterator ends it.
+  ds = dist.data.Dataset.range(8).map(lambda x: x, num_parallel_calls=4)
+  list(ds)
+  before = _python_thread_states()
+  for _ in range(30):
+    assert [int(x) for x in ds] == list(range(8))
+  assert _python_thread_states() <= before + 4  # (30 x 4 threads before the fix)
+
+
 DROPPED_SCOPE_SCRIPT = """
 import gc, distribute as dist
 s = dist.MirroredStrategy(["CPU:0", "CPU:1"])
