@@ -611,6 +611,23 @@ dist::Element element_of(std::vector<dist::Tensor> components, bool is_tuple) {
   return dist::Element(std::move(components));
 }
 
+// A distributed iterator's next step (get_next_as_optional or next_in_loop),
+// per local replica the element's components; None at the end.
+template <class Iterator>
+std::optional<std::vector<std::vector<dist::Tensor>>> step_of(
+    Iterator& it, std::optional<dist::PerReplica<dist::Element>> (dist::DistributedIterator::*next)()) {
+  std::optional<dist::PerReplica<dist::Element>> step;
+  {
+    Interruptible interruptible;
+    ReleaseGil nogil;
+    step = (it.get().*next)();
+  }
+  if (!step.has_value()) return std::nullopt;
+  std::vector<std::vector<dist::Tensor>> out;
+  for (const dist::Element& e : *step) out.push_back(e.components());
+  return out;
+}
+
 // A Python object carried through merge_call.
 struct PyHandle {
   std::shared_ptr<py::object> object;
@@ -922,18 +939,9 @@ PYBIND11_MODULE(_core, m) {
   py::class_<DistributedIterator>(m, "DistributedIterator")
       .def("close", &DistributedIterator::close)
       .def("get_next_as_optional",
-           [](DistributedIterator& it) -> std::optional<std::vector<std::vector<dist::Tensor>>> {
-             std::optional<dist::PerReplica<dist::Element>> step;
-             {
-               Interruptible interruptible;
-               ReleaseGil nogil;
-               step = it.get().get_next_as_optional();
-             }
-             if (!step.has_value()) return std::nullopt;
-             std::vector<std::vector<dist::Tensor>> out;
-             for (const dist::Element& e : *step) out.push_back(e.components());
-             return out;
-           });
+           [](DistributedIterator& it) { return step_of(it, &dist::DistributedIterator::get_next_as_optional); })
+      .def("next_in_loop",
+           [](DistributedIterator& it) { return step_of(it, &dist::DistributedIterator::next_in_loop); });
 
   // --- Strategies -----------------------------------------------------------
   py::class_<ScopeHolder>(m, "Scope").def("exit", &ScopeHolder::exit);

@@ -104,8 +104,17 @@ class DistributedIterator {
 
   // The next step; OutOfRangeError ("End of sequence") at the end.
   // FailedPreconditionError when called from inside a replica function.
+  // As TF's, it ends at a last step the data cannot fill (some replicas
+  // without an element) when TF makes no partial steps: an iterator of
+  // distribute_datasets_from_function on one worker whose dataset's
+  // element_spec is fully known (e.g. batch(n, drop_remainder=true)).
   PerReplica<Element> get_next();
-  // The next step, or std::nullopt at the end (and after it).
+  // get_next()'s steps, std::nullopt at its end: what range-for (and
+  // Python's for) takes, as TF's `for` takes get_next().
+  std::optional<PerReplica<Element>> next_in_loop();
+  // The next step, or std::nullopt at the end (and after it). A last step
+  // the data cannot fill is given, its missing replicas' elements empty
+  // (TF's get_next_as_optional, always).
   std::optional<PerReplica<Element>> get_next_as_optional();
 
  private:
@@ -176,6 +185,8 @@ class DistributedDataset {
   // Several workers take part: a worker whose data ended gives empty
   // batches while another's goes on.
   bool across_workers_ = false;
+  // Made by distribute_datasets_from_function.
+  bool from_function_ = false;
   std::uint64_t origin_ = 0;  // the strategy's id: its steps' origin()
 };
 

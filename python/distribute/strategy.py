@@ -672,11 +672,16 @@ class DistributedDataset:
     return DistributedIterator(self._strategy, _track(self._core.make_iterator()), self._structure)
 
   def reduce(self, initial_state, reduce_func):
-    """reduce_func(state, step) over every step, from initial_state."""
+    """reduce_func(state, step) over every step, from initial_state (as
+    TF's, through get_next_as_optional: a last step the data cannot fill
+    is included, its missing replicas' batches empty)."""
     state = initial_state
-    for step in self:
-      state = reduce_func(state, step)
-    return state
+    iterator = iter(self)
+    while True:
+      step = iterator.get_next_as_optional()
+      if not step.has_value():
+        return state
+      state = reduce_func(state, step.get_value())
 
   @property
   def num_replicas_in_sync(self):
@@ -712,8 +717,11 @@ class DistributedIterator:
   def __iter__(self):
     return self
 
-  def _step(self):
-    step = self._core.get_next_as_optional()
+  def _step(self, padded_last_step=False):
+    # TF's get_next (and `for`) end at a last step the data cannot fill
+    # where TF makes no partial steps; get_next_as_optional gives it
+    # (DistributedIterator::get_next in C++).
+    step = self._core.get_next_as_optional() if padded_last_step else self._core.next_in_loop()
     if step is None:
       return None
     per_replica = [_pack(self._structure.template, components) for components in step]
@@ -734,5 +742,5 @@ class DistributedIterator:
     return step[0]
 
   def get_next_as_optional(self):
-    step = self._step()
+    step = self._step(padded_last_step=True)
     return Optional() if step is None else Optional(step[0], True)

@@ -11,7 +11,9 @@
 //   - distribute_datasets_from_function: the function's dataset as it is.
 // When the stream ends inside a step, the replicas still without an element
 // get an empty one shaped like the step's first element (TF's dummy value),
-// so a step exists while any replica has data.
+// so a step exists while any replica has data. (Except for get_next() of
+// distribute_datasets_from_function on one worker with fully static shapes,
+// where TF makes no partial steps: the iteration ends there.)
 #include "distribute/distributed_dataset.h"
 
 #include <cstdint>
@@ -31,13 +33,20 @@
 namespace distribute {
 namespace internal {
 
+// A step, and whether the stream ended inside it (its last replicas got
+// empty elements).
+struct SourceStep {
+  PerReplica<Element> step;
+  bool padded = false;
+};
+
 // Builds steps of N elements from the per-replica stream.
 class StepSource {
  public:
   StepSource(Dataset::Iterator stream, int num_replicas, std::uint64_t origin)
       : stream_(std::move(stream)), num_replicas_(num_replicas), origin_(origin) {}
 
-  std::optional<PerReplica<Element>> next() {
+  std::optional<SourceStep> next() {
     // pending_ persists across calls: an exception from the pipeline loses
     // only the element it was raised for.
     while (static_cast<int>(pending_.size()) < num_replicas_ && !ended_) {
@@ -49,10 +58,11 @@ class StepSource {
       pending_.push_back(std::move(*e));
     }
     if (pending_.empty()) return std::nullopt;
+    const bool padded = static_cast<int>(pending_.size()) < num_replicas_;
     while (static_cast<int>(pending_.size()) < num_replicas_) pending_.push_back(empty_like(pending_.front()));
-    PerReplica<Element> step(std::move(pending_), ProducedBy{origin_});
+    SourceStep out{PerReplica<Element>(std::move(pending_), ProducedBy{origin_}), padded};
     pending_.clear();
-    return step;
+    return out;
   }
 
  private:
@@ -223,7 +233,7 @@ std::int64_t rows_of(const PerReplica<Element>& step) {
 struct DistributedIterator::Impl {
   std::unique_ptr<internal::StepSource> source;
   // With a buffer: a background thread runs `source` ahead of the consumer.
-  std::unique_ptr<internal::Prefetcher<PerReplica<Element>>> prefetcher;
+  std::unique_ptr<internal::Prefetcher<internal::SourceStep>> prefetcher;
   // Several workers: settles each step with the others (on the consumer's
   // thread, so that it is ordered with the other collectives).
   std::shared_ptr<internal::WorkerAgreement> agreement;
@@ -234,17 +244,38 @@ struct DistributedIterator::Impl {
   std::int64_t steps = 0;
   std::int64_t rows = 0;  // rows of the global batches returned (first component)
   std::vector<std::uint64_t> shuffle_iterations;
+  // Made by distribute_datasets_from_function of a strategy of one worker.
+  bool one_worker_from_function = false;
 
-  std::optional<PerReplica<Element>> next() {
+  // `whole_steps_only`: get_next()'s call, which ends at a padded step
+  // where TF makes no partial steps (whole_steps_only_here()).
+  std::optional<PerReplica<Element>> next(bool whole_steps_only = false) {
     // (An interrupt of the wait for the prefetcher loses nothing; see
     // distribute/interrupt.h.)
-    std::optional<PerReplica<Element>> step = prefetcher ? prefetcher->next(/*interruptible=*/true) : source->next();
+    std::optional<internal::SourceStep> made = prefetcher ? prefetcher->next(/*interruptible=*/true) : source->next();
+    if (made.has_value() && made->padded && whole_steps_only && whole_steps_only_here()) return std::nullopt;
+    std::optional<PerReplica<Element>> step;
+    if (made.has_value()) step = std::move(made->step);
     if (agreement) step = agreement->settle(std::move(step));
     if (step.has_value()) {
       ++steps;
       rows += rows_of(*step);
     }
     return step;
+  }
+
+  // TF's get_next without partial-batch handling (input_lib's
+  // _enable_get_next_as_optional false): distribute_datasets_from_function
+  // on one worker whose dataset's element_spec is fully known. (Asked only
+  // at a padded step, the data's last: element_spec may read an element.)
+  bool whole_steps_only_here() const {
+    if (!dataset.has_value() || !one_worker_from_function) return false;
+    for (const TensorSpec& c : dataset->element_spec().components) {
+      for (std::int64_t d : c.shape) {
+        if (d < 0) return false;
+      }
+    }
+    return true;
   }
 };
 
@@ -255,7 +286,7 @@ DistributedIterator::DistributedIterator(std::unique_ptr<internal::StepSource> s
   impl_->agreement = std::move(agreement);
   if (buffer_size > 0) {
     internal::StepSource* src = impl_->source.get();
-    impl_->prefetcher = std::make_unique<internal::Prefetcher<PerReplica<Element>>>(
+    impl_->prefetcher = std::make_unique<internal::Prefetcher<internal::SourceStep>>(
         [src] { return src->next(); }, static_cast<std::size_t>(buffer_size));
   }
 }
@@ -277,11 +308,15 @@ std::optional<PerReplica<Element>> DistributedIterator::get_next_as_optional() {
 }
 
 PerReplica<Element> DistributedIterator::get_next() {
-  internal::require_outside_replica_function("DistributedIterator::get_next");
-  internal::require_not_moved_from(impl_.get(), "DistributedIterator::get_next");
-  std::optional<PerReplica<Element>> step = impl_->next();
+  std::optional<PerReplica<Element>> step = next_in_loop();
   if (!step.has_value()) throw OutOfRangeError("End of sequence");
   return std::move(*step);
+}
+
+std::optional<PerReplica<Element>> DistributedIterator::next_in_loop() {
+  internal::require_outside_replica_function("DistributedIterator::get_next");
+  internal::require_not_moved_from(impl_.get(), "DistributedIterator::get_next");
+  return impl_->next(/*whole_steps_only=*/true);
 }
 
 DistributedDataset::DistributedDataset(Dataset per_replica, int num_replicas, InputOptions options)
@@ -315,6 +350,7 @@ DistributedIterator DistributedDataset::make_iterator() const {
       std::make_unique<internal::StepSource>(per_replica_.make_iterator(), num_replicas_, origin_),
                              options_.experimental_per_replica_buffer_size, agreement_);
   it.impl_->dataset = *this;
+  it.impl_->one_worker_from_function = from_function_ && !across_workers_;
   it.impl_->shuffle_iterations = std::move(shuffle_iterations);
   return it;
 }
@@ -427,6 +463,7 @@ DistributedDataset Strategy::distribute_datasets_from_function(
                                                               : InputContext();
   DistributedDataset out(dataset_fn(context), num_local_replicas(), options);
   out.origin_ = id_;
+  out.from_function_ = true;
   if (num_workers() > 1) {
     out.agreement_ = std::make_shared<internal::WorkerAgreement>(cross_worker_, *communication_options_.timeout_seconds,
                                                                  num_local_replicas(), id_);
@@ -538,13 +575,13 @@ DistributedIterator IteratorAccess::at(const DistributedIterator& like, const It
   // had empty steps from then on.
   DistributedIterator::Impl& impl = *out.impl_;
   for (std::int64_t step = 0; step < position.steps; ++step) {
-    std::optional<PerReplica<Element>> s = impl.prefetcher ? impl.prefetcher->next() : impl.source->next();
+    std::optional<SourceStep> s = impl.prefetcher ? impl.prefetcher->next() : impl.source->next();
     if (!s.has_value()) {
       if (impl.agreement) break;
       throw InvalidArgumentError(what + " was saved after " + std::to_string(position.steps) +
                                  " steps, but the tracked iterator's pipeline ends after " + std::to_string(step));
     }
-    impl.rows += rows_of(*s);
+    impl.rows += rows_of(s->step);
   }
   impl.steps = position.steps;
   return out;

@@ -834,6 +834,49 @@ TEST_P(DistributedDatasetTest, DatasetFunctionElementsGoRoundRobinToReplicas) {
   EXPECT_FALSE(it.get_next_as_optional().has_value());
 }
 
+// TF's partial-batch handling (input_lib's _enable_get_next_as_optional):
+// with one worker and a fully known element_spec, TF makes no partial steps
+// for a function's dataset: get_next (and `for`) end at a last step the
+// data cannot fill, while get_next_as_optional (and reduce) give it, its
+// missing replicas' batches empty. A dataset whose batch size varies gets
+// the partial step either way.
+TEST(DistributedDatasetSplitTest, AFunctionsStaticallyShapedDatasetEndsGetNextAtAPartialStep) {
+  auto two = mirrored(2);
+  const DistributedDataset fixed = two->distribute_datasets_from_function(
+      [](const InputContext&) { return Dataset::range(10).batch(2, /*drop_remainder=*/true); });  // 5 batches
+  int in_loop = 0;
+  for (const PerReplica<Element>& step : fixed) {
+    EXPECT_EQ(step[1][0].shape(), Shape{2});
+    ++in_loop;
+  }
+  EXPECT_EQ(in_loop, 2);
+  DistributedIterator by_get_next = fixed.make_iterator();
+  by_get_next.get_next();
+  by_get_next.get_next();
+  EXPECT_THROW(by_get_next.get_next(), OutOfRangeError);
+  EXPECT_THROW(by_get_next.get_next(), OutOfRangeError);
+  DistributedIterator optional = fixed.make_iterator();
+  int steps = 0;
+  std::optional<PerReplica<Element>> last;
+  while (std::optional<PerReplica<Element>> step = optional.get_next_as_optional()) {
+    ++steps;
+    last = std::move(step);
+  }
+  ASSERT_EQ(steps, 3);
+  EXPECT_EQ((*last)[0][0].data<std::int64_t>()[1], 9);
+  EXPECT_EQ((*last)[1][0].shape(), Shape{0});
+  EXPECT_EQ(fixed.reduce(0, [](int n, const PerReplica<Element>&) { return n + 1; }), 3);
+
+  const DistributedDataset varying = two->distribute_datasets_from_function(
+      [](const InputContext&) { return Dataset::range(9).batch(3); });  // 3 batches, shape (None,)
+  int varying_steps = 0;
+  for (const PerReplica<Element>& step : varying) {
+    (void)step;
+    ++varying_steps;
+  }
+  EXPECT_EQ(varying_steps, 2);
+}
+
 TEST_P(DistributedDatasetTest, DatasetFunctionMustNotBeEmpty) {
   EXPECT_THROW(strategy().distribute_datasets_from_function(nullptr), InvalidArgumentError);
 }

@@ -843,6 +843,25 @@ def test_distribute_datasets_from_function(two):
   np.testing.assert_array_equal(np.asarray(steps[0].values[1]), [2, 3])
 
 
+def test_a_functions_statically_shaped_dataset_ends_its_loop_at_a_partial_step(two):
+  # TF: one worker, a fully known element_spec: no partial steps for `for`
+  # and get_next; get_next_as_optional and reduce give the last one padded.
+  dd = two.distribute_datasets_from_function(lambda ctx: dist.data.Dataset.range(10).batch(2, drop_remainder=True))
+  assert len(list(dd)) == 2
+  it = iter(dd)
+  it.get_next(), it.get_next()
+  with pytest.raises(errors.OutOfRangeError):
+    it.get_next()
+  it = iter(dd)
+  optionals = [it.get_next_as_optional() for _ in range(4)]
+  assert [o.has_value() for o in optionals] == [True, True, True, False]
+  last = two.experimental_local_results(optionals[2].get_value())
+  assert np.asarray(last[0]).tolist() == [8, 9] and np.asarray(last[1]).shape == (0,)
+  assert dd.reduce(0, lambda n, step: n + 1) == 3
+  # A varying batch size keeps the partial step in the loop too.
+  assert len(list(two.distribute_datasets_from_function(lambda ctx: dist.data.Dataset.range(9).batch(3)))) == 2
+
+
 def test_a_distributed_datasets_cardinality_is_its_inputs(two):
   # TF's DistributedDataset.cardinality, a property: the global batches of
   # the distributed dataset, or the elements of the function's dataset.

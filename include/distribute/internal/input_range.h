@@ -1,4 +1,5 @@
-// InputRange: range-for support over anything with get_next_as_optional().
+// InputRange: range-for support over anything with get_next_as_optional()
+// (or next_in_loop(), when it has one).
 #pragma once
 
 #include <cstddef>
@@ -27,7 +28,13 @@ class InputRange {
   const T& operator*() const { return *current_; }
   const T* operator->() const { return &*current_; }
   InputRange& operator++() {
-    current_ = it_->get_next_as_optional();
+    // An iterator whose loop differs from get_next_as_optional (a
+    // distributed iterator: TF's `for` uses get_next) says so.
+    if constexpr (requires(It& i) { i.next_in_loop(); }) {
+      current_ = it_->next_in_loop();
+    } else {
+      current_ = it_->get_next_as_optional();
+    }
     return *this;
   }
   void operator++(int) { ++*this; }
