@@ -68,25 +68,26 @@ void BM_Memcpy(benchmark::State& state) {
   state.SetBytesProcessed(state.iterations() * bytes);
 }
 
-void BM_Restore(benchmark::State& state) {
-  const std::int64_t bytes = bytes_of(state);
+// A checkpoint tracking one float32 variable of `bytes`, in a scratch
+// directory.
+struct OneVariable {
+  explicit OneVariable(std::int64_t bytes) : weights(filled(bytes)) { checkpoint.track("weights", weights); }
   ScratchDirectory dir;
-  dist::Variable weights(filled(bytes));
+  dist::Variable weights;
   dist::Checkpoint checkpoint;
-  checkpoint.track("weights", weights);
-  const std::string path = checkpoint.write(dir.file("ckpt.dckpt"));
-  for (auto _ : state) checkpoint.restore(path);
-  state.SetBytesProcessed(state.iterations() * bytes);
+};
+
+void BM_Restore(benchmark::State& state) {
+  OneVariable one(bytes_of(state));
+  const std::string path = one.checkpoint.write(one.dir.file("ckpt.dckpt"));
+  for (auto _ : state) one.checkpoint.restore(path);
+  state.SetBytesProcessed(state.iterations() * bytes_of(state));
 }
 
 void BM_Save(benchmark::State& state) {
-  const std::int64_t bytes = bytes_of(state);
-  ScratchDirectory dir;
-  dist::Variable weights(filled(bytes));
-  dist::Checkpoint checkpoint;
-  checkpoint.track("weights", weights);
-  for (auto _ : state) checkpoint.write(dir.file("ckpt.dckpt"));
-  state.SetBytesProcessed(state.iterations() * bytes);
+  OneVariable one(bytes_of(state));
+  for (auto _ : state) one.checkpoint.write(one.dir.file("ckpt.dckpt"));
+  state.SetBytesProcessed(state.iterations() * bytes_of(state));
 }
 
 template <std::uint64_t (*Hash)(std::string_view)>

@@ -166,7 +166,7 @@ class Checkpoint {
   //   FailedPreconditionError: a format version other than kFormatVersion
   //     (found vs supported), a path that is not a regular file (a
   //     directory, a FIFO), workers that read different bytes (each
-  //     worker's size and FNV-1a named), or a call inside a replica
+  //     worker's size and 64-bit hash named), or a call inside a replica
   //     function;
   //   AbortedError (on the other workers): a worker whose checks failed
   //     (named; its own error says why);

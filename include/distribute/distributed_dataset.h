@@ -16,7 +16,10 @@
 //
 // strategy.distribute_datasets_from_function(fn) calls fn once with an
 // InputContext and gives replica r of step k element k*N + r of the dataset
-// fn returns (batch it with the per-replica batch size).
+// fn returns (batch it with the per-replica batch size). A last step the
+// data cannot fill gives its missing replicas empty elements, except from
+// get_next() and range-for with one worker and a fully known element_spec,
+// which end before it, as TF's (DistributedIterator::get_next).
 //
 // Each step is a PerReplica<Element>: for a single-tensor dataset replica r's
 // value is its batch (an Element converts to `const Tensor&`); for a tuple
@@ -30,6 +33,7 @@
 
 #include <cstdint>
 #include <functional>
+#include <atomic>
 #include <memory>
 #include <optional>
 #include <string>
@@ -187,6 +191,9 @@ class DistributedDataset {
   bool across_workers_ = false;
   // Made by distribute_datasets_from_function.
   bool from_function_ = false;
+  // Whether element_spec() is fully known, once an iterator asked (-1
+  // before): shared by the copies and their iterators.
+  std::shared_ptr<std::atomic<int>> fully_static_ = std::make_shared<std::atomic<int>>(-1);
   std::uint64_t origin_ = 0;  // the strategy's id: its steps' origin()
 };
 

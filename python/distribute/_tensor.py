@@ -1,6 +1,8 @@
 """Tensors: the C++ core's immutable tensors, shared with numpy without
 copies, and the conversion of Python values into them."""
 
+import operator
+
 import numpy as np
 
 from . import _core
@@ -239,9 +241,13 @@ def _getitem(t, key):
   return _core.strings(item.reshape(-1).tolist(), list(item.shape))
 
 
+# What arithmetic and comparisons take besides a tensor.
+_OPERANDS = (Tensor, np.ndarray, int, float, np.generic)
+
+
 def _binary(op, reflected=False):
   def method(self, other):
-    if not isinstance(other, (Tensor, np.ndarray, int, float, np.generic)):
+    if not isinstance(other, _OPERANDS):
       return NotImplemented
     _numbers(self, "arithmetic")
     if isinstance(other, Tensor):
@@ -262,33 +268,19 @@ def _binary(op, reflected=False):
 
 
 def _compare(op):
-  """Elementwise comparison with a number, an array or a tensor: a numpy
-  bool array (np.bool_ for scalars), so that ``if t > 0`` and ``if
-  replica_id == 0`` work as with TF's eager tensors (the library has no
-  bool tensors)."""
+  """Elementwise comparison with a tensor, a number or an array, as TF's
+  eager tensors (``==`` and ``!=`` too): a numpy bool array (np.bool_ for
+  scalars, the library has no bool tensors), so that ``if t > 0``, ``if
+  replica_id == 0`` and ``np.mean(pred == labels)`` work as in TF. (Whole
+  equality of two tensors: np.array_equal(a, b).)"""
+  # (== and != also compare string tensors, element by element.)
+  values = numpy if op in (operator.eq, operator.ne) else (lambda t: _numbers(t, "comparison"))
+
   def method(self, other):
-    if not isinstance(other, (Tensor, np.ndarray, int, float, np.generic)):
+    if not isinstance(other, _OPERANDS):
       return NotImplemented
-    b = _numbers(other, "comparison") if isinstance(other, Tensor) else other
-    return op(_numbers(self, "comparison"), b)
+    return op(values(self), values(other) if isinstance(other, Tensor) else other)
   return method
-
-
-def _eq(self, other):
-  """``t == u`` of two tensors: whether they are the same tensor value
-  (shape, dtype and elements), a bool. With a number or an array:
-  elementwise, as _compare."""
-  if isinstance(other, Tensor):
-    return (self.shape == other.shape and self.dtype == other.dtype
-            and bool(np.array_equal(numpy(self), numpy(other))))
-  if isinstance(other, (np.ndarray, int, float, np.generic)):
-    return _numbers(self, "comparison") == other
-  return NotImplemented
-
-
-def _ne(self, other):
-  result = _eq(self, other)
-  return result if result is NotImplemented else np.logical_not(result)
 
 
 def _bool(self):
@@ -312,7 +304,6 @@ def _iter(self):
 
 
 def _install():
-  import operator
   Tensor.numpy = _numpy_method
   Tensor.__array__ = lambda self, dtype=None: numpy(self) if dtype is None else numpy(self).astype(dtype)
   Tensor.__repr__ = _repr
@@ -331,9 +322,8 @@ def _install():
   Tensor.__bool__ = _bool
   Tensor.__iter__ = _iter
   Tensor.ndim = property(lambda self: len(self.shape))
-  Tensor.__eq__ = _eq
-  Tensor.__ne__ = _ne
-  for name, op in (("lt", operator.lt), ("le", operator.le), ("gt", operator.gt), ("ge", operator.ge)):
+  for name, op in (("eq", operator.eq), ("ne", operator.ne), ("lt", operator.lt), ("le", operator.le),
+                   ("gt", operator.gt), ("ge", operator.ge)):
     setattr(Tensor, f"__{name}__", _compare(op))
   Tensor.__hash__ = None
 

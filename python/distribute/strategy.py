@@ -68,8 +68,11 @@ class Strategy:
     its replica context; a PerReplica or Mirrored in args is replaced by the
     replica's value. Returns the results as TF does: a structure of
     PerReplica (a function returning (loss, count) gives
-    (PerReplica, PerReplica)). A Python exception in a replica is raised
-    here, with its type and traceback; the other replicas are released."""
+    (PerReplica, PerReplica)), except where TF's regroup gives the value
+    itself: with one local replica, and for a leaf that is the same object
+    on every replica (a constant, None, a variable). A Python exception in
+    a replica is raised here, with its type and traceback; the other
+    replicas are released."""
     kwargs = {} if kwargs is None else kwargs
     if not isinstance(args, (tuple, list)):
       raise InvalidArgumentError(f"Strategy.run: expected args to be a tuple or list, got {type(args).__name__}")
@@ -335,8 +338,7 @@ class InputOptions:
     if policy not in self._POLICIES:
       raise InvalidArgumentError(f"InputOptions: expected auto_shard_policy one of {', '.join(self._POLICIES)}, "
                                  f"got {auto_shard_policy!r}")
-    if experimental_replication_mode not in (None, "PER_WORKER", "PER_REPLICA") and \
-        getattr(experimental_replication_mode, "name", None) not in ("PER_WORKER", "PER_REPLICA"):
+    if self._mode_name(experimental_replication_mode) not in ("PER_WORKER", "PER_REPLICA"):
       raise InvalidArgumentError(f"InputOptions: expected experimental_replication_mode PER_WORKER or PER_REPLICA, "
                                  f"got {experimental_replication_mode!r}")
     self.experimental_fetch_to_device = experimental_fetch_to_device
@@ -350,14 +352,19 @@ class InputOptions:
             f"auto_shard_policy={self.auto_shard_policy!r})")
 
   @staticmethod
+  def _mode_name(mode):
+    """A replication mode's name: PER_WORKER for None, a string as it is,
+    an enum member's name."""
+    return "PER_WORKER" if mode is None else getattr(mode, "name", mode)
+
+  @staticmethod
   def _of(options, call):
     if options is None:
       options = InputOptions()
     if not isinstance(options, InputOptions):
       raise InvalidArgumentError(f"{call}: expected options to be a distribute.InputOptions, got "
                                  f"{type(options).__name__}")
-    mode = options.experimental_replication_mode
-    mode = getattr(mode, "name", mode) or "PER_WORKER"
+    mode = InputOptions._mode_name(options.experimental_replication_mode)
     if mode == "PER_REPLICA":
       raise UnimplementedError(f"{call}: InputReplicationMode.PER_REPLICA is not supported (one input pipeline per "
                                f"replica); use PER_WORKER, the default")
@@ -620,7 +627,10 @@ class ReplicaContext:
     def leader(all_arguments):
       regrouped = _regroup(all_arguments, strategy._core.id)
       a, k = regrouped if regrouped is not None else ((), {})
-      return merge_fn(strategy, *a, **k)
+      result = merge_fn(strategy, *a, **k)
+      # (Raised here, once, it reaches every replica.)
+      strategy._check_values(result, "ReplicaContext.merge_call's result")
+      return result
 
     result = _core.merge_call(leader, (tuple(args), dict(kwargs)))
     # (Distributed values hold this worker's replicas: the local index.)

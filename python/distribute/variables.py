@@ -65,6 +65,8 @@ def _owned(value, dtype=None):
   t = convert(value, dtype)
   if isinstance(value, (_core.Tensor, bool, int, float, list, tuple, str, bytes)) or t.dtype == "string":
     return t
+  if isinstance(value, np.ndarray) and value.size > 0 and t._data_address() != value.ctypes.data:
+    return t  # convert already copied it (a cast, strided or misaligned input)
   return convert(np.array(np.asarray(t), copy=True))
 
 

@@ -379,7 +379,7 @@ void Checkpoint::restore(const std::string& path, const RestoreOptions& options)
     for (std::size_t w = 0; w < count; ++w) {
       same = same && v[3 * w + 1] == v[1] && v[3 * w + 2] == v[2];
       read += (w == 0 ? "" : "; ") + std::string("worker ") + std::to_string(w) + ": " + std::to_string(v[3 * w + 1]) +
-              " bytes, FNV-1a " + internal::hex(std::bit_cast<std::uint64_t>(v[3 * w + 2]));
+              " bytes, hash " + internal::hex(std::bit_cast<std::uint64_t>(v[3 * w + 2]));
     }
     if (!same) {
       throw FailedPreconditionError("Checkpoint::restore(" + path +
@@ -421,10 +421,10 @@ std::vector<Tensor> Checkpoint::read_tracked(const std::string& path, const Rest
                                              FileIdentity* identity) const {
   std::vector<Tensor> restored(entries_.size());
   const std::vector<std::byte> file = read_file(path);
-  // (FNV-1a, over 8-byte words: the same on every worker, whatever its
-  // build. Not a CRC32C of the file: the file ends with its last entry's
-  // CRC32C, and a CRC of bytes followed by their own CRC is the same
-  // constant for any bytes.)
+  // (internal::fnv1a_words: the same on every worker, whatever its build.
+  // Not a CRC32C of the file: the file ends with its last entry's CRC32C,
+  // and a CRC of bytes followed by their own CRC is the same constant for
+  // any bytes.)
   if (identity != nullptr) {
     *identity = {
         .size = file.size(),

@@ -246,14 +246,28 @@ struct DistributedIterator::Impl {
   std::vector<std::uint64_t> shuffle_iterations;
   // Made by distribute_datasets_from_function of a strategy of one worker.
   bool one_worker_from_function = false;
+  // Whether the dataset's element_spec is fully known (-1: not asked yet),
+  // shared by its iterators: asked once, as it may read an element.
+  std::shared_ptr<std::atomic<int>> fully_static;
+  // A padded step kept while whole_steps_only_here() decides (it may
+  // raise: the step is not lost).
+  std::optional<internal::SourceStep> held;
 
   // `whole_steps_only`: get_next()'s call, which ends at a padded step
   // where TF makes no partial steps (whole_steps_only_here()).
   std::optional<PerReplica<Element>> next(bool whole_steps_only = false) {
     // (An interrupt of the wait for the prefetcher loses nothing; see
     // distribute/interrupt.h.)
-    std::optional<internal::SourceStep> made = prefetcher ? prefetcher->next(/*interruptible=*/true) : source->next();
-    if (made.has_value() && made->padded && whole_steps_only && whole_steps_only_here()) return std::nullopt;
+    std::optional<internal::SourceStep> made = std::move(held);
+    held.reset();
+    if (!made.has_value()) made = prefetcher ? prefetcher->next(/*interruptible=*/true) : source->next();
+    if (made.has_value() && made->padded && whole_steps_only) {
+      held = std::move(made);
+      const bool ends = whole_steps_only_here();
+      made = std::move(held);
+      held.reset();
+      if (ends) return std::nullopt;
+    }
     std::optional<PerReplica<Element>> step;
     if (made.has_value()) step = std::move(made->step);
     if (agreement) step = agreement->settle(std::move(step));
@@ -270,12 +284,17 @@ struct DistributedIterator::Impl {
   // at a padded step, the data's last: element_spec may read an element.)
   bool whole_steps_only_here() const {
     if (!dataset.has_value() || !one_worker_from_function) return false;
-    for (const TensorSpec& c : dataset->element_spec().components) {
-      for (std::int64_t d : c.shape) {
-        if (d < 0) return false;
+    int known = fully_static->load(std::memory_order_acquire);
+    if (known < 0) {
+      known = 1;
+      for (const TensorSpec& c : dataset->element_spec().components) {
+        for (std::int64_t d : c.shape) {
+          if (d < 0) known = 0;
+        }
       }
+      fully_static->store(known, std::memory_order_release);
     }
-    return true;
+    return known == 1;
   }
 };
 
@@ -351,6 +370,7 @@ DistributedIterator DistributedDataset::make_iterator() const {
                              options_.experimental_per_replica_buffer_size, agreement_);
   it.impl_->dataset = *this;
   it.impl_->one_worker_from_function = from_function_ && !across_workers_;
+  it.impl_->fully_static = fully_static_;
   it.impl_->shuffle_iterations = std::move(shuffle_iterations);
   return it;
 }

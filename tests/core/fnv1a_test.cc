@@ -31,10 +31,15 @@ TEST(Fnv1a, WordsAreOneStepEach) {
 }
 
 TEST(Fnv1a, WordsTellEveryByteAndTheLength) {
-  // 8-byte words in little-endian order, then the bytes left over, then the
-  // length: "abcdefgh" + "ij" is the word 0x6867666564636261, 'i', 'j', 10.
+  // 8-byte words in little-endian order (each step folded down), then the
+  // bytes left over, then the length: "abcdefgh" + "ij" is the word
+  // 0x6867666564636261, 'i', 'j', 10.
   Fnv1a h;
   h.mix(0x6867666564636261ull);
+  const std::uint64_t unfolded = h.value();
+  h = Fnv1a();
+  h.mix_folded(0x6867666564636261ull);
+  EXPECT_EQ(h.value(), unfolded ^ (unfolded >> 32));
   h.mix('i');
   h.mix('j');
   h.mix(10);
@@ -49,6 +54,17 @@ TEST(Fnv1a, WordsTellEveryByteAndTheLength) {
     EXPECT_NE(fnv1a_words(changed), base) << "byte " << i;
   }
   EXPECT_NE(fnv1a_words(std::string(8, '\0')), fnv1a_words(std::string(9, '\0')));
+  // Two flips of words' top bits do not cancel (a multiply alone carries a
+  // difference only upward: without the fold they would), nor do the sign
+  // bits of two float32 values at the same offsets in their words.
+  for (std::size_t first = 7; first < 32; first += 4) {
+    for (std::size_t second = first + 4; second < 40; second += 4) {
+      std::string flipped(40, 'x');
+      flipped[first] = static_cast<char>(flipped[first] ^ 0x80);
+      flipped[second] = static_cast<char>(flipped[second] ^ 0x80);
+      EXPECT_NE(fnv1a_words(flipped), fnv1a_words(std::string(40, 'x'))) << first << ", " << second;
+    }
+  }
   EXPECT_NE(fnv1a_words(""), fnv1a_words(std::string(1, '\0')));
 }
 

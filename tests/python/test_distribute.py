@@ -177,7 +177,10 @@ def test_tensors_compare_and_test_true_as_tfs_eager_tensors():
   vector = dist.convert_to_tensor(np.array([0., 2.], np.float32))
   np.testing.assert_array_equal(vector > 1, [False, True])
   np.testing.assert_array_equal(vector == 2.0, [False, True])
-  assert vector == dist.convert_to_tensor(np.array([0., 2.], np.float32))  # two tensors: the same value
+  # Two tensors compare elementwise too (TF's ==).
+  np.testing.assert_array_equal(vector == dist.convert_to_tensor(np.array([0., 3.], np.float32)), [True, False])
+  pred, labels = dist.convert_to_tensor(np.array([1, 2, 3, 4])), dist.convert_to_tensor(np.array([1, 0, 3, 0]))
+  assert np.mean(np.asarray(pred == labels)) == 0.5
   assert not bool(dist.convert_to_tensor(np.array([0.], np.float32)))
   assert bool(dist.convert_to_tensor(np.array([2.], np.float32)))
   with pytest.raises(ValueError, match="ambiguous"):

@@ -41,7 +41,8 @@ def test_string_tensors_convert_print_and_compare_as_tf():
   assert repr(tf.constant(b"x")) == "<tf.Tensor: shape=(), dtype=string, numpy=b'x'>"
   assert t.numpy().tolist() == [b"alpha", b"b\n"]
   assert t[1].numpy() == b"b\n" and len(t) == 2
-  assert t == tf.constant(np.array([b"alpha", b"b\n"]))
+  assert (t == tf.constant(np.array([b"alpha", b"b\n"]))).all()  # elementwise, as TF's
+  assert (t != tf.constant(np.array([b"alpha", b"c"]))).tolist() == [False, True]
   assert dist.convert_to_tensor(np.array([["a", "b"], ["c", "d"]])).shape == (2, 2)
   with pytest.raises(dist.InvalidArgumentError, match="cannot convert a tensor of dtype string to float32"):
     tf.constant(t, tf.float32)
